@@ -1,0 +1,1 @@
+"""One module per kernel language; each turns (task, code, size, config) into measurements."""

@@ -1,0 +1,234 @@
+"""The C/OpenMP backend: build the candidate, audit it, link it with our harness, run it.
+
+Builds and runs happen in a throwaway directory through the sandbox. The harness objects are
+compiled once per (task signature, compiler) and reused.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .. import sandbox
+from ..checks.audit import ObjectFacts, audit_object, inspect_object
+from ..config import EvalConfig
+from ..paths import cache_dir
+from ..tasks import Task
+from ..tasks.signature import Signature
+
+DIAGNOSTIC_LINES = 12  # compiler diagnostics kept for feedback prompts
+
+
+class ToolchainError(RuntimeError):
+    """The host cannot build kernels (missing compiler); a user can fix it."""
+
+
+@lru_cache(maxsize=None)
+def compiler_version(compiler: str) -> str:
+    path = shutil.which(compiler)
+    if path is None:
+        raise ToolchainError(f"compiler {compiler!r} not found: install it (apt-get install "
+                             f"{'gcc' if compiler == 'gcc' else compiler}) or pass --cc")
+    out = subprocess.run([path, "--version"], capture_output=True, text=True)
+    return out.stdout.splitlines()[0].strip() if out.stdout else compiler
+
+
+def shim_source(signature: Signature) -> str:
+    """C that casts the harness's generic arrays and sizes to the entry's parameters."""
+    args, a, s = [], 0, 0
+    for p in signature.params:
+        if p.pointer:
+            args.append(f"({'const ' if p.const else ''}{p.ctype} *)arrays[{a}]")
+            a += 1
+        else:
+            args.append(f"({p.ctype})sizes[{s}]")
+            s += 1
+    return ("#include <stdint.h>\n#include <stddef.h>\n"
+            f"{signature.c_decl()};\n"
+            "void pg_call(void **arrays, const long long *sizes) {\n"
+            f"    {signature.name}({', '.join(args)});\n}}\n")
+
+
+def harness_objects(task: Task, config: EvalConfig) -> list[Path]:
+    """harness.o and shim.o for this task's signature, built once and cached."""
+    harness_c = resources.files("perfgym.harness").joinpath("harness.c").read_text()
+    shim_c = shim_source(task.signature)
+    key = hashlib.sha256((harness_c + shim_c + compiler_version(config.compiler)).encode())
+    out = cache_dir() / "harness" / key.hexdigest()[:16]
+    objs = [out / "harness.o", out / "shim.o"]
+    if all(o.is_file() for o in objs):
+        return objs
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all(o.is_file() for o in objs):
+            (out / "harness.c").write_text(harness_c)
+            (out / "shim.c").write_text(shim_c)
+            for name in ("harness", "shim"):
+                r = subprocess.run([config.compiler, "-O2", "-fopenmp", "-c", f"{name}.c",
+                                    "-o", f"{name}.o.tmp"], cwd=out, capture_output=True,
+                                   text=True)
+                if r.returncode != 0:
+                    raise ToolchainError(f"cannot build the perfgym harness: {r.stderr[:500]}")
+                (out / f"{name}.o.tmp").rename(out / f"{name}.o")
+    return objs
+
+
+@dataclass
+class Build:
+    ok: bool
+    workdir: Path
+    message: str = ""
+    details: str = ""
+    facts: ObjectFacts | None = None
+    violation: str | None = None  # set when the object audit failed
+    seconds: float = 0.0
+
+
+_TARGET_MISMATCH = re.compile(r"target specific option mismatch|needs isa option|"
+                              r"requires (?:ISA|target) |Illegal instruction", re.I)
+
+
+def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
+    """Compile the candidate alone, audit the object, link it with the harness."""
+    (workdir / "candidate.c").write_text(code)
+    flags = config.build_flags()
+    limits = sandbox.Limits(wall_seconds=config.compile_timeout, cpu_seconds=120,
+                            address_space=8 << 30, processes=64, file_size=512 << 20)
+    compile_run = sandbox.run([shutil.which(config.compiler) or config.compiler, *flags,
+                               "-c", "candidate.c", "-o", "candidate.o"], workdir, limits)
+    seconds = compile_run.wall
+    if not compile_run.ok:
+        diag = _first_diagnostics(compile_run.stderr + compile_run.stdout)
+        if compile_run.timed_out:
+            msg = f"the compiler did not finish within {config.compile_timeout:.0f} s"
+        elif _TARGET_MISMATCH.search(diag):
+            msg = (f"uses instructions the target CPU (-march={config.march}) does not have; "
+                   f"{isa_hint(config)}")
+        else:
+            first = next((ln for ln in diag.splitlines() if "error" in ln), diag.split("\n")[0])
+            msg = "compile error: " + _strip_path(first)
+        return Build(False, workdir, msg, diag, seconds=seconds)
+
+    facts = inspect_object(workdir / "candidate.o")
+    violation = audit_object(facts, task.signature.name)
+    if violation:
+        return Build(False, workdir, violation, facts=facts, violation=violation, seconds=seconds)
+
+    for obj in harness_objects(task, config):
+        shutil.copy(obj, workdir / obj.name)
+    link_run = sandbox.run([shutil.which(config.compiler) or config.compiler, "-fopenmp",
+                            "harness.o", "shim.o", "candidate.o", "-o", "run", "-lm"],
+                           workdir, limits)
+    seconds += link_run.wall
+    if not link_run.ok:
+        diag = _first_diagnostics(link_run.stderr + link_run.stdout)
+        return Build(False, workdir, "link error: " + _strip_path(diag.split("\n")[0]), diag,
+                     facts=facts, seconds=seconds)
+    return Build(True, workdir, facts=facts, seconds=seconds)
+
+
+def isa_hint(config: EvalConfig) -> str:
+    from ..machine import isa_flags
+    flags = isa_flags()
+    vec = [f for f in ("avx512f", "avx2", "avx", "asimd", "sve") if f in flags]
+    if config.march != "native":
+        return (f"kernels here are built for -march={config.march}; use only instructions it "
+                "has (plain C auto-vectorizes)")
+    return f"this CPU has {', '.join(vec) or 'no vector extensions'}; use only those"
+
+
+def _first_diagnostics(text: str) -> str:
+    lines = [_strip_path(ln) for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[:DIAGNOSTIC_LINES])
+
+
+def _strip_path(line: str) -> str:
+    return re.sub(r"/\S*/(candidate\.[co])", r"\1", line)
+
+
+# ---- running ------------------------------------------------------------------------------
+
+
+@dataclass
+class InputSets:
+    """The two input sets of one evaluation: name -> array for every input array."""
+
+    sets: list[dict[str, np.ndarray]]
+
+
+def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    arrays = {}
+    for a in task.arrays.values():
+        if a.role != "in":
+            continue
+        shape = task.shape(a.name, size)
+        if a.dtype.startswith("float"):
+            arrays[a.name] = rng.uniform(a.low, a.high, size=shape).astype(a.dtype)
+        else:
+            arrays[a.name] = rng.integers(int(a.low), int(a.high), size=shape).astype(a.dtype)
+    return arrays
+
+
+def pointer_order(task: Task) -> list[str]:
+    return [p.name for p in task.signature.params if p.pointer]
+
+
+def size_order(task: Task) -> list[str]:
+    return [p.name for p in task.signature.params if not p.pointer]
+
+
+def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: EvalConfig,
+                   workdir: Path, harness_seed: int) -> None:
+    lines = [f"seed {harness_seed}",
+             f"warmup {config.warmup_min} {config.warmup_time}",
+             f"samples {config.min_samples} {config.max_samples} {config.max_time} "
+             f"{config.cv_target}"]
+    names = size_order(task)
+    lines.append(f"sizes {len(names)} " + " ".join(str(size[n]) for n in names))
+    order = pointer_order(task)
+    lines.append(f"arrays {len(order)}")
+    for i, name in enumerate(order):
+        spec = task.arrays[name]
+        dtype = np.dtype(spec.dtype)
+        count = int(np.prod(task.shape(name, size)))
+        files = []
+        for s, data in enumerate(inputs.sets):
+            path = f"in{s + 1}_{i}.bin"
+            if spec.role == "in":
+                data[name].tofile(workdir / path)
+            files.append(path)
+        lines.append(f"array {int(spec.role == 'out')} {int(dtype.kind == 'f')} "
+                     f"{int(spec.perturb)} {dtype.itemsize} {count} 64 {spec.low} {spec.high} "
+                     f"{files[0]} {files[1]}")
+    (workdir / "manifest.txt").write_text("\n".join(lines) + "\n")
+
+
+def run_limits(task: Task, size: dict[str, int], config: EvalConfig) -> sandbox.Limits:
+    total = sum(np.dtype(a.dtype).itemsize * int(np.prod(task.shape(a.name, size)))
+                for a in task.arrays.values())
+    return sandbox.Limits(
+        wall_seconds=config.timeout,
+        cpu_seconds=int(config.timeout * config.n_threads) + 5,
+        address_space=max(4 << 30, 10 * total + (1 << 30) + config.n_threads * (64 << 20)),
+        file_size=max(64 << 20, 2 * total),
+        processes=max(64, 4 * config.n_threads),
+        output_bytes=64 << 10)
+
+
+def run_env(config: EvalConfig) -> dict[str, str]:
+    return {"OMP_NUM_THREADS": str(config.n_threads), "OMP_PROC_BIND": "close",
+            "OMP_PLACES": "cores", "OMP_DYNAMIC": "false", "OMP_STACKSIZE": "8M"}
+
+
+def run(task: Task, size: dict[str, int], config: EvalConfig, workdir: Path) -> sandbox.RunResult:
+    return sandbox.run(["./run", "manifest.txt"], workdir, run_limits(task, size, config),
+                       env=run_env(config))

@@ -1,0 +1,64 @@
+"""Content-addressed outcome cache: identical candidates are answered without re-running.
+
+The key covers everything that can change a result: the normalized code (comments and
+whitespace do not matter), the task spec and baseline, the size, the evaluation config and the
+machine fingerprint. SQLite keeps it safe for concurrent readers and writers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from .config import EvalConfig
+from .extract import normalize
+from .outcome import Outcome
+from .paths import cache_dir
+from .tasks import Task
+
+# Fields of EvalConfig that do not change a result.
+_NOT_IN_KEY = {"use_cache", "seed", "compile_timeout"}
+
+
+def cache_key(task: Task, code: str, size: dict[str, int], config: EvalConfig,
+              machine_id: str) -> str:
+    cfg = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_KEY}
+    blob = json.dumps({"code": normalize(code), "task": task.name, "spec": task.spec_hash,
+                       "size": size, "config": cfg, "machine": machine_id}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class OutcomeCache:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or cache_dir() / "outcomes.sqlite"
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS outcomes (key TEXT PRIMARY KEY, "
+                         "outcome TEXT NOT NULL, created REAL DEFAULT (unixepoch('subsec')))")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> Outcome | None:
+        row = self._conn().execute("SELECT outcome FROM outcomes WHERE key = ?",
+                                   (key,)).fetchone()
+        if row is None:
+            return None
+        outcome = Outcome.from_dict(json.loads(row[0]))
+        outcome.cached = True
+        return outcome
+
+    def put(self, key: str, outcome: Outcome) -> None:
+        with self._conn() as conn:
+            conn.execute("INSERT OR REPLACE INTO outcomes (key, outcome) VALUES (?, ?)",
+                         (key, json.dumps(outcome.to_dict())))
+
+    def __len__(self) -> int:
+        return self._conn().execute("SELECT COUNT(*) FROM outcomes").fetchone()[0]

@@ -1,0 +1,119 @@
+"""Optimization techniques, how to spot them in a kernel, and which stage allows which (seed 000
+Table I).
+
+The seed enforces SIMD, OpenMP and prefetch by regex; register and cache blocking are detected
+too (reported in every Outcome) but enforced only with `strict=True`, because a loop tiled by a
+constant is easy to miss or to over-report.
+"""
+from __future__ import annotations
+
+import re
+
+from ..extract import strip_comments
+
+TECHNIQUES = ("register_blocking", "cache_blocking", "simd", "openmp", "prefetch")
+LABELS = {"register_blocking": "register blocking", "cache_blocking": "cache blocking",
+          "simd": "SIMD", "openmp": "OpenMP", "prefetch": "prefetch"}
+
+# stage -> techniques allowed (Table I: each stage adds one; stage 6 allows everything)
+STAGES: dict[int, frozenset[str]] = {
+    1: frozenset({"register_blocking"}),
+    2: frozenset({"register_blocking", "cache_blocking"}),
+    3: frozenset({"register_blocking", "cache_blocking", "simd"}),
+    4: frozenset({"register_blocking", "cache_blocking", "simd", "openmp"}),
+    5: frozenset(TECHNIQUES),
+    6: frozenset(TECHNIQUES),
+}
+ENFORCED = frozenset({"simd", "openmp", "prefetch"})
+ENFORCED_STRICT = ENFORCED | {"cache_blocking"}
+
+_DETECTORS: dict[str, list[re.Pattern]] = {
+    "openmp": [
+        re.compile(r"#\s*pragma\s+omp\s+(?!simd\b)(?!declare\s+simd)\w+"),
+        re.compile(r"_Pragma\s*\(\s*\"\s*omp\s+(?!simd\b)\w+"),
+        re.compile(r"\bomp_\w+\s*\("),
+    ],
+    "simd": [
+        re.compile(r"\b_mm(?:256|512)?_(?!prefetch\b|malloc\b|free\b)\w+\s*\("),
+        re.compile(r"\b__m(?:64|128|256|512)[dih]?\b"),
+        re.compile(r"#\s*pragma\s+omp\s+(?:[\w ]*\s)?simd\b"),
+        re.compile(r"_Pragma\s*\(\s*\"\s*omp\s+(?:[\w ]*\s)?simd\b"),
+        re.compile(r"\b(?:float|int|uint|poly)\d+x\d+(?:x\d+)?_t\b"),  # NEON types
+        re.compile(r"\bv(?:ld|st)[1-4]q?_\w+\s*\(|\bv(?:fma|mla|add|mul)q_\w+\s*\("),  # NEON
+        re.compile(r"\bsv\w+_[fsu](?:8|16|32|64)\w*\s*\("),  # SVE
+        re.compile(r"vector_size\s*\("),
+        re.compile(r"\b__builtin_ia32_\w+"),
+    ],
+    "prefetch": [
+        re.compile(r"\b__builtin_prefetch\s*\("),
+        re.compile(r"\b_mm_prefetch\s*\("),
+        re.compile(r"#\s*pragma\s+\w*\s*prefetch"),
+    ],
+}
+
+_STEP_LOOP = re.compile(
+    r"for\s*\(\s*(?:\w+\s+)?(\w+)\s*=[^;]*;[^;]*;\s*\1\s*\+=\s*([A-Za-z_]\w*|\d+)\s*\)")
+_SCALAR_ACCUMULATE = re.compile(r"(?<![\w\]\.>])([A-Za-z_]\w*)\s*\+=\s*[^;]*\*[^;]*;")
+_SMALL_TILE = re.compile(r"\b(?:double|float)\s+\w+\s*\[\s*(\d+)\s*\](?:\s*\[\s*(\d+)\s*\])?")
+
+
+def detect_techniques(code: str, undefined_symbols: frozenset[str] = frozenset(),
+                      mnemonics: frozenset[str] = frozenset()) -> dict[str, str]:
+    """technique -> the evidence (a snippet), for every technique found in the kernel."""
+    code = strip_comments(code)
+    found: dict[str, str] = {}
+    for tech, patterns in _DETECTORS.items():
+        for p in patterns:
+            if m := p.search(code):
+                found[tech] = _line_of(code, m.start())
+                break
+    # Object-level evidence cannot be hidden behind macros.
+    if "openmp" not in found:
+        gomp = sorted(s for s in undefined_symbols if s.startswith(("GOMP_", "omp_")))
+        if gomp:
+            found["openmp"] = f"calls {gomp[0]} (object file)"
+    if "prefetch" not in found:
+        pf = sorted(m for m in mnemonics if m.startswith("prefetch"))
+        if pf:
+            found["prefetch"] = f"{pf[0]} instruction (object file)"
+
+    loops = _STEP_LOOP.findall(code)
+    for var, step in loops:
+        # a loop stepping by a block and an inner loop starting at its variable: a tile
+        if (not step.isdigit() or int(step) >= 8) and re.search(
+                r"for\s*\(\s*(?:\w+\s+)?\w+\s*=\s*" + re.escape(var) + r"\b", code):
+            found["cache_blocking"] = f"loop over {var} in steps of {step}"
+            break
+    accumulators = {a for a in _SCALAR_ACCUMULATE.findall(code)}
+    small_step = any(step.isdigit() and 2 <= int(step) <= 16 for _, step in loops)
+    tiles = [m for m in _SMALL_TILE.finditer(code)
+             if int(m.group(1)) <= 16 and (m.group(2) is None or int(m.group(2)) <= 32)]
+    if (small_step and len(accumulators) >= 2) or len(accumulators) >= 4 or tiles:
+        what = (f"{len(accumulators)} scalar accumulators" if accumulators and not tiles
+                else f"register tile {tiles[0].group(0)}" if tiles else "unrolled accumulators")
+        found["register_blocking"] = what
+    return found
+
+
+def stage_violations(found: dict[str, str], stage: int, strict: bool = False) -> list[str]:
+    """Reasons the techniques found break the stage's rules (empty when they do not)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage} does not exist: stages are 1-6")
+    enforced = ENFORCED_STRICT if strict else ENFORCED
+    allowed = STAGES[stage]
+    return [f"stage {stage} does not allow {LABELS[t]} (found: {found[t]})"
+            for t in TECHNIQUES if t in found and t in enforced and t not in allowed]
+
+
+def describe_stage(stage: int) -> tuple[list[str], list[str]]:
+    """(allowed, forbidden) technique labels for prompts."""
+    allowed = [LABELS[t] for t in TECHNIQUES if t in STAGES[stage]]
+    forbidden = [LABELS[t] for t in TECHNIQUES if t not in STAGES[stage] and t in ENFORCED]
+    return allowed, forbidden
+
+
+def _line_of(code: str, pos: int) -> str:
+    start = code.rfind("\n", 0, pos) + 1
+    end = code.find("\n", pos)
+    line = code[start:end if end >= 0 else None].strip()
+    return line if len(line) <= 80 else line[:77] + "..."

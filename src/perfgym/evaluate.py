@@ -1,0 +1,315 @@
+"""The evaluation pipeline: (task, model text, size, config) -> Outcome.
+
+    extract -> source checks -> stage rules -> build -> object audit -> link     (prepare)
+    run in the sandbox -> verify 4 answers -> timing plausibility -> numbers      (measure)
+
+`prepare` may run in parallel with other builds; `measure` runs in the exclusive benchmark lane.
+`evaluate` does both and consults the cache; executors call the two halves separately.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import machine
+from .backends import c as cbackend
+from .cache import OutcomeCache, cache_key
+from .checks import check_source, detect_techniques, stage_violations
+from .config import EvalConfig
+from .executors.lane import LANE
+from .extract import FormatError, extract_code
+from .outcome import Outcome, Status, Timing
+from .tasks import Task, format_size
+from .verify import compare, reference_outputs, sample_points
+
+IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
+
+_cache: OutcomeCache | None = None
+
+
+def outcome_cache() -> OutcomeCache:
+    global _cache
+    if _cache is None:
+        _cache = OutcomeCache()
+    return _cache
+
+
+@dataclass
+class Prepared:
+    task: Task
+    code: str
+    size: dict[str, int]
+    config: EvalConfig
+    workdir: Path
+    techniques: list[str]
+    machine: dict
+    started: float
+    key: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _outcome(task: Task, size: dict, config: EvalConfig, status: Status, message: str,
+             details: str = "", started: float | None = None, **kw) -> Outcome:
+    return Outcome(status=status, task=task.name, sizes=dict(size), message=message,
+                   details=details, stage=config.stage, config=config.to_dict(),
+                   elapsed=time.monotonic() - started if started else 0.0, **kw)
+
+
+def evaluate(task: Task, text: str, size: dict[str, int] | None = None,
+             config: EvalConfig = EvalConfig()) -> Outcome:
+    """Score one candidate (a C file's text or a model's answer) on one size."""
+    prepared = prepare(task, text, size, config)
+    if isinstance(prepared, Outcome):
+        return prepared
+    with LANE.exclusive():
+        outcome = measure(prepared)
+    return finish(prepared, outcome)
+
+
+def prepare(task: Task, text: str, size: dict[str, int] | None,
+            config: EvalConfig) -> Prepared | Outcome:
+    """Everything before the timed run. Returns an Outcome when the candidate stops early
+    (or is in the cache)."""
+    started = time.monotonic()
+    size = dict(size or task.default_size)
+    task.check_size(size)
+    info = machine.summary(machine.machine_info(config.compiler))
+    fail = lambda status, msg, details="", **kw: _outcome(  # noqa: E731
+        task, size, config, status, msg, details, started, machine=info, **kw)
+
+    try:
+        code = extract_code(text, task.signature)
+    except FormatError as exc:
+        return fail(Status.FORMAT_ERROR, str(exc))
+
+    key = cache_key(task, code, size, config, info["id"]) if config.use_cache else None
+    if key:
+        hit = outcome_cache().get(key)
+        if hit is not None:
+            return hit
+
+    def done(outcome: Outcome) -> Outcome:
+        if key:
+            outcome_cache().put(key, outcome)
+        return outcome
+
+    reason = check_source(code, task.forbidden_calls)
+    if reason:
+        return done(fail(Status.LIBRARY_VIOLATION, reason))
+    found = detect_techniques(code)
+    if config.stage is not None:
+        broken = stage_violations(found, config.stage, config.strict_stages)
+        if broken:
+            return done(fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
+                             techniques=sorted(found)))
+
+    workdir = cbackend.sandbox.make_workdir()
+    try:
+        with LANE.shared():
+            build = cbackend.build(task, code, config, workdir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    if not build.ok:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if build.violation:
+            return done(fail(Status.LIBRARY_VIOLATION, build.message, techniques=sorted(found)))
+        return done(fail(Status.COMPILE_ERROR, build.message, build.details,
+                         techniques=sorted(found)))
+    # Object-level evidence (OpenMP runtime calls, prefetch instructions) cannot hide in macros.
+    found = detect_techniques(code, build.facts.undefined, build.facts.mnemonics)
+    if config.stage is not None:
+        broken = stage_violations(found, config.stage, config.strict_stages)
+        if broken:
+            shutil.rmtree(workdir, ignore_errors=True)
+            return done(fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
+                             techniques=sorted(found)))
+    return Prepared(task, code, size, config, workdir, sorted(found), info, started, key,
+                    {"build": build.seconds})
+
+
+def measure(p: Prepared) -> Outcome:
+    """Run, verify and time a prepared candidate. Call inside the exclusive lane."""
+    try:
+        return _measure(p)
+    finally:
+        if not p.config.extra.get("keep_workdir"):
+            shutil.rmtree(p.workdir, ignore_errors=True)
+
+
+def _measure(p: Prepared) -> Outcome:
+    task, size, config = p.task, p.size, p.config
+    fail = lambda status, msg, details="", **kw: _outcome(  # noqa: E731
+        task, size, config, status, msg, details, p.started, machine=p.machine,
+        techniques=p.techniques, **kw)
+
+    seed = config.seed if config.seed is not None else secrets.randbits(63)
+    rng = np.random.default_rng(seed)
+    inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng) for _ in range(2)])
+    cbackend.write_manifest(task, size, inputs, config, p.workdir, int(rng.integers(1, 2**62)))
+    result = cbackend.run(task, size, config, p.workdir)
+    p.seconds["run"] = result.wall
+
+    if result.timed_out:
+        return fail(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
+                    f"({format_size(size)})", result.stderr[-2000:])
+    if result.output_overflow:
+        return fail(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "
+                    "print", result.stdout[:500])
+    if result.killed_by:
+        return fail(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
+                    result.stderr[-2000:])
+    if result.returncode != 0:
+        detail = (result.stderr.strip().splitlines() or [""])[-1]
+        return fail(Status.RUNTIME_ERROR, f"exited with status {result.returncode}"
+                    + (f": {detail}" if detail else ""), result.stderr[-2000:])
+    report = _read_report(p.workdir / "result.txt")
+    if report is None:
+        return fail(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended the "
+                    "process)", result.stderr[-2000:])
+
+    order = cbackend.pointer_order(task)
+    if report["violation"] != "none":
+        return fail(Status.WRONG_ANSWER, _violation_message(report["violation"], order))
+
+    verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng)
+    if verdict_msg:
+        return fail(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
+
+    samples = report["samples"]
+    timing = Timing.from_samples(samples, report["warmups"], config.cv_target)
+    flops = task.flop_count(size)
+    gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
+    peak = p.machine.get("peak_gflops")
+    if sum(samples) > result.wall or timing.minimum <= 0:
+        return fail(Status.WRONG_ANSWER, "timing implausible: the timed calls add up to more "
+                    "than the whole run took (the timer was tampered with)")
+    if peak and flops and gflops > IMPLAUSIBLE_PEAK_FACTOR * peak:
+        return fail(Status.WRONG_ANSWER, f"timing implausible: {gflops:.1f} GFLOP/s is above "
+                    f"{IMPLAUSIBLE_PEAK_FACTOR}x this machine's measured peak ({peak:.1f}); the "
+                    "kernel cannot have done the work in that time")
+    return _outcome(task, size, config, Status.OK, "", "", p.started, machine=p.machine,
+                    techniques=p.techniques, timing=timing, gflops=gflops if flops else None,
+                    gbps=task.byte_count(size) / timing.median / 1e9,
+                    fraction_of_peak=gflops / peak if (peak and flops) else None,
+                    max_error=max_error)
+
+
+def finish(p: Prepared, outcome: Outcome) -> Outcome:
+    """Add the speedup over the task's baseline, a one-line message, and cache the result."""
+    if outcome.ok and p.config.compare_baseline:
+        base = baseline(p.task, p.size, p.config)
+        if base.ok and base.timing:
+            outcome.speedup = base.timing.median / outcome.timing.median
+    if outcome.ok:
+        outcome.message = ok_message(outcome)
+    outcome.elapsed = time.monotonic() - p.started
+    if p.key:
+        outcome_cache().put(p.key, outcome)
+    return outcome
+
+
+def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
+    """The task's naive kernel at the same size and flags (cached like any candidate)."""
+    return evaluate(task, task.baseline.read_text(), size,
+                    config.replace(stage=None, compare_baseline=False, use_cache=True,
+                                   seed=None))
+
+
+def ok_message(o: Outcome) -> str:
+    t = o.timing
+    parts = [f"{o.gflops:.2f} GFLOP/s" if o.gflops is not None else f"{t.median * 1e3:.3f} ms"]
+    parts.append(f"median of {len(t.samples)} calls, CV {t.cv * 100:.1f}%")
+    if o.speedup is not None:
+        parts.append(f"{o.speedup:.2f}x naive")
+    if o.fraction_of_peak is not None:
+        parts.append(f"{o.fraction_of_peak * 100:.1f}% of peak")
+    return "; ".join(parts)
+
+
+def _signal_message(name: str, config: EvalConfig) -> str:
+    hints = {
+        "SIGSEGV": "a memory access outside the arrays (arrays end at a guard page)",
+        "SIGBUS": "a misaligned or invalid memory access",
+        "SIGFPE": "an arithmetic fault such as integer division by zero",
+        "SIGILL": "an instruction this CPU does not have; " + cbackend.isa_hint(config),
+        "SIGABRT": "the kernel aborted (assert or abort)",
+        "SIGXCPU": "the CPU-time limit was exceeded",
+        "SIGXFSZ": "the file-size limit was exceeded",
+        "SIGKILL": "killed (memory or process limit)",
+    }
+    return f"crashed with {name}: {hints.get(name, 'killed by a signal')}"
+
+
+def _violation_message(violation: str, order: list[str]) -> str:
+    # e.g. "timed call: array 0 input modified"
+    phase, _, rest = violation.partition(" array ")
+    idx, _, what = rest.partition(" ")
+    name = order[int(idx)] if idx.isdigit() and int(idx) < len(order) else f"#{idx}"
+    if what == "input modified":
+        return f"the kernel modified its input {name} ({phase.rstrip(':')}); inputs are read-only"
+    return f"the kernel wrote outside the bounds of {name} ({phase.rstrip(':')})"
+
+
+def _read_report(path: Path) -> dict | None:
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not lines or lines[-1] != "done":
+        return None
+    report: dict = {}
+    for line in lines:
+        key, _, rest = line.partition(" ")
+        if key == "warmups":
+            report["warmups"] = int(rest)
+        elif key == "samples":
+            vals = rest.split()
+            report["samples"] = [float(v) for v in vals[1:]]
+        elif key == "violation":
+            report["violation"] = rest
+    if not report.get("samples"):
+        return None
+    return report
+
+
+def _load(workdir: Path, name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    return np.fromfile(workdir / name, dtype=dtype).reshape(shape)
+
+
+def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
+                order: list[str], workdir: Path,
+                rng: np.random.Generator) -> tuple[tuple[str, str] | None, float]:
+    """Check the four answers the harness kept. Returns ((message, details) or None, max err)."""
+    mode = config.verify or task.verify_mode
+    shapes = {n: task.shape(n, size) for n in order}
+    dtypes = {n: task.arrays[n].dtype for n in order}
+    outputs = [n for n in order if task.arrays[n].role == "out"]
+    checks = []  # (label, inputs, outputs)
+    for s, label in ((0, "the first input set"), (1, "the second input set")):
+        got = {n: _load(workdir, f"out{s + 1}_{order.index(n)}.bin", dtypes[n], shapes[n])
+               for n in outputs}
+        checks.append((label, inputs.sets[s], got))
+    for snap, label in (("chosen", "a timed call"), ("last", "the last timed call")):
+        arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", dtypes[n], shapes[n])
+                for i, n in enumerate(order)}
+        checks.append((label, {n: arrs[n] for n in order if n not in outputs},
+                       {n: arrs[n] for n in outputs}))
+    max_error = 0.0
+    for label, ins, got in checks:
+        ref = reference_outputs(task, ins, size)
+        for name in outputs:
+            points = sample_points(shapes[name], rng) if mode == "sampled" else None
+            v = compare(name, got[name], ref[name], task.rtol, task.atol, points)
+            max_error = max(max_error, v.max_error)
+            if not v.ok:
+                return (f"wrong answer on {label}: {v.where}",
+                        f"verification: {mode}; tolerance |got-expected| <= {task.atol:g} + "
+                        f"{task.rtol:g}*|expected|"), max_error
+    return None, max_error

@@ -1,0 +1,85 @@
+"""Take the kernel's code out of a model's answer and check it defines the task's entry."""
+from __future__ import annotations
+
+import re
+
+from .tasks.signature import Signature
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_C_LANGS = {"", "c", "cpp", "c++", "cc", "h"}
+
+
+class FormatError(ValueError):
+    pass
+
+
+def extract_code(text: str, signature: Signature) -> str:
+    """The code block that defines the entry function; plain C text is taken as it is.
+
+    When an answer holds several fenced blocks, the last C block that defines the entry wins
+    (models often show a draft first and the final version last).
+    """
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    if blocks:
+        c_blocks = [body for lang, body in blocks if lang in _C_LANGS]
+        defining = [b for b in c_blocks if defines_entry(b, signature)]
+        if defining:
+            return defining[-1]
+        raise FormatError(f"no ```c code block defines {signature.c_decl()}")
+    if "```" in text:
+        raise FormatError("the answer has an unterminated ``` code block")
+    if defines_entry(text, signature):
+        return text
+    raise FormatError(f"the answer does not define {signature.c_decl()}")
+
+
+def defines_entry(code: str, signature: Signature) -> bool:
+    """True when `code` has a definition (not just a declaration) whose parameters match."""
+    code = strip_comments(code)
+    pattern = re.compile(r"\b" + re.escape(signature.ret) + r"\s+" + re.escape(signature.name)
+                         + r"\s*\(([^()]*)\)\s*\{")
+    for m in pattern.finditer(code):
+        if _params_match(m.group(1), signature):
+            return True
+    return False
+
+
+def _params_match(args: str, signature: Signature) -> bool:
+    parts = [p for p in (a.strip() for a in args.split(",")) if p and p != "void"]
+    if len(parts) != len(signature.params):
+        return False
+    for part, param in zip(parts, signature.params):
+        part = re.sub(r"\b(const|restrict|__restrict__|__restrict)\b", " ", part)
+        part = part.replace("*", " * ")
+        tokens = part.split()
+        if not tokens:
+            return False
+        pointer = "*" in tokens
+        words = [t for t in tokens if t != "*"]
+        ctype = " ".join(words[:-1]) if len(words) > 1 else ""
+        if pointer != param.pointer or ctype != param.ctype:
+            return False
+    return True
+
+
+_COMMENT_OR_STRING = re.compile(
+    r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
+
+
+def strip_comments(code: str) -> str:
+    """Code without comments; string and character literals are kept as they are."""
+    def repl(m: re.Match) -> str:
+        s = m.group(0)
+        if s.startswith("/*"):
+            return " " + "\n" * s.count("\n")  # keep line numbers
+        if s.startswith("//"):
+            return ""
+        return s
+    # backslash-newline continuations join lines before comments are recognised (C phase 2)
+    return _COMMENT_OR_STRING.sub(repl, code.replace("\\\n", ""))
+
+
+def normalize(code: str) -> str:
+    """Comment- and whitespace-insensitive form of the code, for the cache key."""
+    lines = (" ".join(line.split()) for line in strip_comments(code).splitlines())
+    return "\n".join(line for line in lines if line)

@@ -1,0 +1,288 @@
+/*
+ * perfgym harness: runs one untrusted kernel under the evaluation protocol.
+ *
+ *   harness MANIFEST
+ *
+ * The manifest (written by perfgym) names the arrays, the input files of two independent input
+ * sets, the sizes and the timing policy. The harness:
+ *   1. calls the kernel on set 1 once (correctness), saving the outputs;
+ *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the coefficient of
+ *      variation is under target or a cap is hit. Before every timed call one element of each
+ *      perturbable input changes and the outputs are poisoned, so no call can reuse an earlier
+ *      answer; the state of one secretly chosen call and of the last call is kept for checking;
+ *   3. calls the kernel on set 2 (different values, different buffers) and saves the outputs.
+ * After every call it checks that inputs are unchanged and that nothing was written just before
+ * or after any array. Arrays sit against PROT_NONE guard pages; the bytes between an array's end
+ * and its guard page hold NaN so reading past the end poisons the answer.
+ * Results go to files only after the last kernel call, so the kernel never sees an open file.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Generated per task: casts the array pointers and sizes and calls the entry. */
+extern void pg_call(void **arrays, const long long *sizes);
+
+#define MAX_ARRAYS 16
+#define MAX_SIZES 16
+#define MAX_SAMPLES 100000
+#define GUARD_FILL 0xFF /* all-ones bytes: NaN for float and double */
+#define EDGE 64         /* bytes checked on the unguarded side of an array */
+
+typedef struct {
+    int is_output, is_float, perturb;
+    size_t elem, count, bytes, align;
+    double low, high;
+    unsigned char *buf[2];      /* the live buffers of input set 1 and 2 */
+    unsigned char *pristine[2]; /* what an input must still hold after a call */
+    unsigned char *snapshot;    /* state after the secretly chosen timed call */
+    unsigned char *base[2];     /* start of the mapping */
+    size_t map_len[2];
+    char file[2][512];
+} Array;
+
+static Array arrays[MAX_ARRAYS];
+static int n_arrays;
+static long long sizes[MAX_SIZES];
+static int n_sizes;
+static void *call_args[2][MAX_ARRAYS];
+static double samples[MAX_SAMPLES];
+static uint64_t rng_state;
+static char violation[512];
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng_next(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
+
+static void die(const char *what) {
+    fprintf(stderr, "perfgym harness: %s\n", what);
+    exit(3);
+}
+
+/* Place `bytes` so that it ends as close to a guard page as `align` allows. */
+static unsigned char *guarded_alloc(Array *a, int set) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t data = ((a->bytes + a->align + EDGE + page - 1) / page) * page;
+    size_t total = data + 2 * page;
+    unsigned char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                               -1, 0);
+    if (base == MAP_FAILED) die("cannot map array memory");
+    if (mprotect(base, page, PROT_NONE) || mprotect(base + page + data, page, PROT_NONE))
+        die("cannot protect guard pages");
+    memset(base + page, GUARD_FILL, data);
+    uintptr_t end = (uintptr_t)(base + page + data);
+    uintptr_t start = (end - a->bytes) & ~(uintptr_t)(a->align - 1);
+    a->base[set] = base;
+    a->map_len[set] = total;
+    return (unsigned char *)start;
+}
+
+/* The unguarded bytes right before and after an array must still hold the fill. */
+static int edges_intact(const Array *a, int set) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const unsigned char *p = a->buf[set];
+    const unsigned char *lo = a->base[set] + page;
+    const unsigned char *hi = a->base[set] + a->map_len[set] - page;
+    for (const unsigned char *q = (p - EDGE > lo ? p - EDGE : lo); q < p; q++)
+        if (*q != GUARD_FILL) return 0;
+    for (const unsigned char *q = p + a->bytes; q < hi; q++)
+        if (*q != GUARD_FILL) return 0;
+    return 1;
+}
+
+static void read_file(const char *path, unsigned char *dst, size_t bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f || fread(dst, 1, bytes, f) != bytes) die("cannot read an input file");
+    fclose(f);
+}
+
+static void write_file(const char *path, const unsigned char *src, size_t bytes) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(src, 1, bytes, f) != bytes) die("cannot write an output file");
+    fclose(f);
+}
+
+static void prepare_call(int set) {
+    for (int i = 0; i < n_arrays; i++)
+        if (arrays[i].is_output) memset(arrays[i].buf[set], GUARD_FILL, arrays[i].bytes);
+}
+
+/* Change one element of each perturbable input (and its pristine copy). */
+static void perturb_inputs(void) {
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (a->is_output || !a->perturb || a->count == 0) continue;
+        size_t idx = (size_t)(rng_next() % a->count);
+        double v = a->low + (a->high - a->low) * rng_uniform();
+        if (a->elem == 8) {
+            ((double *)a->buf[0])[idx] = v;
+            ((double *)a->pristine[0])[idx] = v;
+        } else {
+            ((float *)a->buf[0])[idx] = (float)v;
+            ((float *)a->pristine[0])[idx] = (float)v;
+        }
+    }
+}
+
+static void check_call(int set, const char *phase) {
+    if (violation[0]) return; /* keep the first one */
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (!edges_intact(a, set)) {
+            snprintf(violation, sizeof violation, "%s array %d wrote outside its bounds", phase, i);
+            return;
+        }
+        if (!a->is_output && memcmp(a->buf[set], a->pristine[set], a->bytes) != 0) {
+            snprintf(violation, sizeof violation, "%s array %d input modified", phase, i);
+            return;
+        }
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* CV of the fastest 90% of the samples: a rare preemption must not hold the loop open. */
+static double trimmed_cv(const double *x, int n) {
+    static double sorted[MAX_SAMPLES];
+    memcpy(sorted, x, sizeof(double) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(double), cmp_double);
+    n -= n / 10;
+    if (n < 2) return INFINITY;
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += sorted[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (sorted[i] - mean) * (sorted[i] - mean);
+    var /= (n - 1);
+    return mean > 0 ? sqrt(var) / mean : INFINITY;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) die("usage: harness MANIFEST");
+    FILE *m = fopen(argv[1], "r");
+    if (!m) die("cannot open manifest");
+    unsigned long long seed;
+    int warm_min, s_min, s_max;
+    double warm_sec, t_max, cv_target;
+    if (fscanf(m, " seed %llu", &seed) != 1) die("manifest: seed");
+    if (fscanf(m, " warmup %d %lf", &warm_min, &warm_sec) != 2) die("manifest: warmup");
+    if (fscanf(m, " samples %d %d %lf %lf", &s_min, &s_max, &t_max, &cv_target) != 4)
+        die("manifest: samples");
+    if (s_min < 1) s_min = 1;
+    if (s_max > MAX_SAMPLES) s_max = MAX_SAMPLES;
+    if (fscanf(m, " sizes %d", &n_sizes) != 1 || n_sizes > MAX_SIZES) die("manifest: sizes");
+    for (int i = 0; i < n_sizes; i++)
+        if (fscanf(m, " %lld", &sizes[i]) != 1) die("manifest: size value");
+    if (fscanf(m, " arrays %d", &n_arrays) != 1 || n_arrays > MAX_ARRAYS) die("manifest: arrays");
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (fscanf(m, " array %d %d %d %zu %zu %zu %lf %lf %511s %511s", &a->is_output,
+                   &a->is_float, &a->perturb, &a->elem, &a->count, &a->align, &a->low, &a->high,
+                   a->file[0], a->file[1]) != 10)
+            die("manifest: array");
+        a->bytes = a->elem * a->count;
+        for (int s = 0; s < 2; s++) {
+            a->buf[s] = guarded_alloc(a, s);
+            call_args[s][i] = a->buf[s];
+            if (!a->is_output) {
+                read_file(a->file[s], a->buf[s], a->bytes);
+                a->pristine[s] = malloc(a->bytes + 1);
+                memcpy(a->pristine[s], a->buf[s], a->bytes);
+            }
+        }
+        a->snapshot = malloc(a->bytes + 1);
+        if (!a->snapshot) die("out of memory");
+        if (!a->is_float || (a->elem != 8 && a->elem != 4)) a->perturb = 0;
+    }
+    fclose(m);
+    rng_state = seed;
+
+    /* 1. correctness on set 1 */
+    prepare_call(0);
+    pg_call(call_args[0], sizes);
+    check_call(0, "first call:");
+    unsigned char *first_out[MAX_ARRAYS] = {0};
+    for (int i = 0; i < n_arrays; i++)
+        if (arrays[i].is_output) {
+            first_out[i] = malloc(arrays[i].bytes + 1);
+            memcpy(first_out[i], arrays[i].buf[0], arrays[i].bytes);
+        }
+
+    /* 2. warm-up, then timed calls */
+    int warmups = 0;
+    double t_start = now();
+    while (warmups < warm_min || now() - t_start < warm_sec) {
+        perturb_inputs();
+        prepare_call(0);
+        pg_call(call_args[0], sizes);
+        check_call(0, "warm-up:");
+        warmups++;
+    }
+    int chosen = (int)(rng_next() % (uint64_t)s_min);
+    int n = 0;
+    double t_loop = now();
+    for (;;) {
+        perturb_inputs();
+        prepare_call(0);
+        double t0 = now();
+        pg_call(call_args[0], sizes);
+        double t1 = now();
+        samples[n] = t1 - t0;
+        check_call(0, "timed call:");
+        if (n == chosen)
+            for (int i = 0; i < n_arrays; i++)
+                memcpy(arrays[i].snapshot, arrays[i].buf[0], arrays[i].bytes);
+        n++;
+        double spent = now() - t_loop;
+        if (n >= s_max) break;
+        if (n >= s_min && trimmed_cv(samples, n) <= cv_target) break;
+        if (n > chosen && spent >= t_max && (n >= 3 || spent >= 3 * t_max)) break;
+    }
+
+    /* 3. correctness on set 2 */
+    prepare_call(1);
+    pg_call(call_args[1], sizes);
+    check_call(1, "second input set:");
+
+    /* Only now, with every kernel call finished, touch files. */
+    char path[64];
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (a->is_output) {
+            snprintf(path, sizeof path, "out1_%d.bin", i);
+            write_file(path, first_out[i], a->bytes);
+            snprintf(path, sizeof path, "out2_%d.bin", i);
+            write_file(path, a->buf[1], a->bytes);
+        }
+        snprintf(path, sizeof path, "snap_chosen_%d.bin", i);
+        write_file(path, a->snapshot, a->bytes);
+        snprintf(path, sizeof path, "snap_last_%d.bin", i);
+        write_file(path, a->buf[0], a->bytes);
+    }
+    FILE *r = fopen("result.txt", "w");
+    if (!r) die("cannot write result.txt");
+    fprintf(r, "warmups %d\nsamples %d", warmups, n);
+    for (int i = 0; i < n; i++) fprintf(r, " %.9e", samples[i]);
+    fprintf(r, "\nviolation %s\ndone\n", violation[0] ? violation : "none");
+    fclose(r);
+    return 0;
+}

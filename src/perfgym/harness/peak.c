@@ -1,0 +1,94 @@
+/*
+ * Machine micro-benchmarks (trusted code, not a kernel):
+ *   peak THREADS  -> best FMA GFLOP/s over all threads, register-resident
+ *   freq          -> GHz from a chain of dependent 1-cycle integer adds (x86 only)
+ * Prints one number.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__AVX512F__)
+#define VEC_BYTES 64
+#elif defined(__AVX__)
+#define VEC_BYTES 32
+#else
+#define VEC_BYTES 16
+#endif
+typedef double vec __attribute__((vector_size(VEC_BYTES)));
+#define LANES (VEC_BYTES / 8)
+#define CHAINS 16 /* independent FMA chains, one named register each: hides FMA latency on two ports */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+#define STEP(x) x = x * mul + add;
+static double fma_loop(long iters, double seed) {
+    vec mul, add;
+    for (int l = 0; l < LANES; l++) {
+        mul[l] = 0.9999999;
+        add[l] = 1e-9 * seed;
+    }
+    vec x0 = mul, x1 = mul + 1, x2 = mul + 2, x3 = mul + 3, x4 = mul + 4, x5 = mul + 5,
+        x6 = mul + 6, x7 = mul + 7, x8 = mul + 8, x9 = mul + 9, x10 = mul + 10, x11 = mul + 11,
+        x12 = mul + 12, x13 = mul + 13, x14 = mul + 14, x15 = mul + 15;
+    for (long i = 0; i < iters; i++) {
+        STEP(x0) STEP(x1) STEP(x2) STEP(x3) STEP(x4) STEP(x5) STEP(x6) STEP(x7)
+        STEP(x8) STEP(x9) STEP(x10) STEP(x11) STEP(x12) STEP(x13) STEP(x14) STEP(x15)
+    }
+    vec r = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11 + x12 + x13 + x14 + x15;
+    double s = 0;
+    for (int l = 0; l < LANES; l++) s += r[l];
+    return s;
+}
+
+static double peak(int threads) {
+    long iters = 20000000;
+    double best = 0, sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+        sink += fma_loop(iters, omp_get_thread_num() + 1.0);
+        double t = now() - t0;
+        double gflops = 2.0 * LANES * CHAINS * (double)iters * threads / t / 1e9;
+        if (gflops > best) best = gflops;
+    }
+    if (sink == 42.0) puts("");
+    return best;
+}
+
+static double freq(void) {
+#if defined(__x86_64__)
+    long iters = 50000000, x = 0, one = 1;
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+        for (long i = 0; i < iters; i++)
+            __asm__ volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                             "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                             "add %1, %0\n\tadd %1, %0\n\t" : "+r"(x) : "r"(one));
+        double ghz = 10.0 * iters / (now() - t0) / 1e9;
+        if (ghz > best) best = ghz;
+    }
+    return best;
+#else
+    return 0.0;
+#endif
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "freq") == 0) printf("%.4f\n", freq());
+    else if (argc >= 3 && strcmp(argv[1], "peak") == 0) {
+        int t = 0;
+        sscanf(argv[2], "%d", &t);
+        printf("%.4f\n", peak(t > 0 ? t : 1));
+    } else {
+        fprintf(stderr, "usage: peak freq | peak peak THREADS\n");
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,142 @@
+"""What machine a number was measured on: fingerprint, ISA, cores, measured peaks.
+
+Peaks are measured once per machine (fingerprint) and cached; every Outcome carries them so a
+GFLOP/s figure is never separated from where it was taken.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+import time
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .backends.c import compiler_version
+from .paths import cache_dir
+
+_ISA_OF_INTEREST = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw",
+                    "avx512vl", "avx512_fp16", "avx512_bf16", "amx_tile", "asimd", "sve", "sve2")
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> dict[str, str]:
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    info.setdefault(k.strip(), v.strip())
+    except OSError:
+        pass
+    return info
+
+
+def isa_flags() -> list[str]:
+    info = _cpuinfo()
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return [f for f in _ISA_OF_INTEREST if f in flags]
+
+
+def cpu_model() -> str:
+    info = _cpuinfo()
+    return info.get("model name") or info.get("CPU part") or platform.processor() or "unknown"
+
+
+def _cache_sizes() -> dict[str, str]:
+    sizes = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in sorted(base.glob("index*")):
+        try:
+            level = (idx / "level").read_text().strip()
+            kind = (idx / "type").read_text().strip()
+            size = (idx / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind != "Instruction":
+            sizes[f"L{level}"] = size
+    return sizes
+
+
+def fingerprint(compiler: str = "gcc") -> dict[str, Any]:
+    """Who measured: CPU, ISA, cores, compiler. `id` is a short hash of all of it."""
+    fp = {
+        "cpu": cpu_model(),
+        "arch": platform.machine(),
+        "isa": isa_flags(),
+        "cores": len(os.sched_getaffinity(0)),
+        "caches": _cache_sizes(),
+        "compiler": compiler_version(compiler),
+        "hostname": platform.node(),
+    }
+    stable = {k: v for k, v in fp.items() if k != "hostname"}
+    fp["id"] = hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()[:12]
+    return fp
+
+
+def _run_peak_program(args: list[str], compiler: str) -> float:
+    src = resources.files("perfgym.harness").joinpath("peak.c").read_text()
+    with tempfile.TemporaryDirectory(prefix="perfgym-machine-") as tmp:
+        (Path(tmp) / "peak.c").write_text(src)
+        subprocess.run([compiler, "-O2", "-march=native", "-fopenmp", "peak.c", "-o", "peak"],
+                       cwd=tmp, check=True, capture_output=True)
+        out = subprocess.run(["./peak", *args], cwd=tmp, check=True, capture_output=True,
+                             text=True, env={**os.environ, "OMP_PROC_BIND": "close",
+                                             "OMP_PLACES": "cores"})
+        return float(out.stdout.strip())
+
+
+def _blas_dgemm_gflops(n: int = 1024) -> float:
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n)), rng.random((n, n))
+    a @ b  # warm-up: thread pool start, page faults
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / best / 1e9
+
+
+def measure(compiler: str = "gcc") -> dict[str, Any]:
+    fp = fingerprint(compiler)
+    cores = fp["cores"]
+    return {
+        "fingerprint": fp,
+        "freq_ghz": _run_peak_program(["freq"], compiler) or None,
+        "peak_gflops_1core": _run_peak_program(["peak", "1"], compiler),
+        "peak_gflops": _run_peak_program(["peak", str(cores)], compiler),
+        "blas_dgemm_gflops": _blas_dgemm_gflops(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def machine_info(compiler: str = "gcc", refresh: bool = False) -> dict[str, Any]:
+    """The measured facts of this machine, from the cache unless `refresh`."""
+    fp = fingerprint(compiler)
+    path = cache_dir() / "machine" / f"{fp['id']}.json"
+    if path.is_file() and not refresh:
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            pass
+    info = measure(compiler)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info, indent=2))
+    tmp.replace(path)
+    return info
+
+
+def summary(info: dict[str, Any]) -> dict[str, Any]:
+    """The part of machine info every Outcome carries."""
+    return {"id": info["fingerprint"]["id"], "cpu": info["fingerprint"]["cpu"],
+            "cores": info["fingerprint"]["cores"], "isa": info["fingerprint"]["isa"],
+            "peak_gflops": info["peak_gflops"], "freq_ghz": info.get("freq_ghz")}

@@ -1,0 +1,283 @@
+"""How an untrusted command runs.
+
+Every compile, link and run of candidate code goes through `run()`:
+  * its own session and process group, killed as a group on a wall-clock timeout;
+  * when root: an unprivileged uid of its own (so RLIMIT_NPROC binds and leftover processes can
+    be found and killed by uid), a fresh network namespace with no interfaces up, and a mount
+    namespace where every world-writable directory (/tmp, /dev/shm...) is an empty throwaway
+    tmpfs, so the only place it can leave a file is its own work directory;
+  * rlimits (CPU, address space, file size, open files, processes, no core files);
+  * a scrubbed environment and a throwaway working directory;
+  * stdout/stderr read through a cap: past it the command is killed.
+Isolation is put into the argv (unshare, setpriv, prlimit), never into a preexec_fn, so it is
+safe to call from threads (the local executor, Ray workers).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+UID_BASE = 61000  # sandbox uids are UID_BASE .. UID_BASE + UID_SLOTS - 1; no passwd entry needed
+UID_SLOTS = 512
+LOCK_DIR = Path(tempfile.gettempdir()) / "perfgym-uids"
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_seconds: float = 8.0
+    cpu_seconds: int = 60
+    address_space: int = 4 << 30  # bytes
+    file_size: int = 256 << 20  # bytes any one file may grow to
+    open_files: int = 64
+    processes: int = 64  # threads count too: OpenMP needs one per core
+    stack: int = 16 << 20  # libgomp gives each thread a stack this size
+    output_bytes: int = 64 << 10  # stdout+stderr kept; more than this kills the command
+
+
+@dataclass
+class RunResult:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall: float
+    timed_out: bool = False
+    output_overflow: bool = False
+    killed_by: str | None = None  # signal name when the command died of a signal
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.output_overflow
+
+
+SHADOWED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
+ROOT_WORK_DIR = Path("/var/lib/perfgym/work")  # not world-writable, so not shadowed
+# Runs inside the new mount namespace as root, then drops to the sandbox uid.
+_SHADOW_SCRIPT = ('for d in "$@"; do [ "$d" = -- ] && { shift; break; }; '
+                  'mount -t tmpfs -o size=4m,mode=1777 perfgym-shadow "$d" || exit 97; shift; '
+                  'done; exec "$@"')
+
+
+@dataclass
+class Isolation:
+    """What this host can enforce; probed once."""
+
+    own_uid: bool
+    no_network: bool
+    private_tmp: bool
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        parts = ["process group + wall timeout", "rlimits", "scrubbed env"]
+        parts.append("own uid" if self.own_uid else "same uid (not root)")
+        parts.append("no network" if self.no_network else "network NOT isolated")
+        parts.append("private /tmp" if self.private_tmp else "shared /tmp")
+        return ", ".join(parts)
+
+
+@lru_cache(maxsize=1)
+def isolation() -> Isolation:
+    notes = []
+    own_uid = os.geteuid() == 0 and shutil.which("setpriv") is not None
+    no_net = private_tmp = False
+    if own_uid and shutil.which("unshare"):
+        probe = subprocess.run(["unshare", "--net", "--", "true"], capture_output=True)
+        no_net = probe.returncode == 0
+        if not no_net:
+            notes.append("unshare --net failed: " + probe.stderr.decode(errors="replace").strip())
+        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh",
+                                "-c", _SHADOW_SCRIPT, "sh", *_shadowed(), "--", "true"],
+                               capture_output=True)
+        private_tmp = probe.returncode == 0
+        if not private_tmp:
+            notes.append("private mount namespace failed: "
+                         + probe.stderr.decode(errors="replace").strip())
+    return Isolation(own_uid=own_uid, no_network=no_net, private_tmp=private_tmp, notes=notes)
+
+
+def _shadowed() -> list[str]:
+    return [d for d in SHADOWED_DIRS if os.path.isdir(d)]
+
+
+class _UidSlot:
+    """A sandbox uid held exclusively (across threads and processes) for one command."""
+
+    _counter = 0
+    _lock = threading.Lock()
+
+    def __enter__(self) -> int:
+        LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        with _UidSlot._lock:
+            start = _UidSlot._counter
+            _UidSlot._counter += 1
+        offset = (os.getpid() * 7 + start) % UID_SLOTS
+        for i in range(UID_SLOTS):
+            uid = UID_BASE + (offset + i) % UID_SLOTS
+            fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.fd, self.uid = fd, uid
+            return uid
+        raise RuntimeError("perfgym: every sandbox uid is in use")
+
+    def __exit__(self, *exc: object) -> None:
+        kill_uid(self.uid)  # whatever the command left behind dies with the slot
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process running as `uid` (catches children that left the process group)."""
+    for _ in range(20):
+        pids = processes_of_uid(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return pids
+
+
+def make_workdir(prefix: str = "perfgym-") -> Path:
+    """A fresh directory for one evaluation. As root it lives outside every shadowed directory
+    (a root-owned, non-listable parent), so the sandbox sees it and nothing else it may write."""
+    if isolation().own_uid:
+        ROOT_WORK_DIR.mkdir(parents=True, exist_ok=True)
+        for d in (ROOT_WORK_DIR.parent, ROOT_WORK_DIR):
+            os.chmod(d, 0o711)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=ROOT_WORK_DIR))
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def _prlimit_args(limits: Limits) -> list[str]:
+    return [
+        "prlimit",
+        f"--cpu={limits.cpu_seconds}",
+        f"--as={limits.address_space}",
+        f"--fsize={limits.file_size}",
+        f"--nofile={limits.open_files}",
+        f"--nproc={limits.processes}",
+        f"--stack={limits.stack}",
+        "--core=0",
+        "--",
+    ]
+
+
+def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
+        env: dict[str, str] | None = None) -> RunResult:
+    """Run `argv` in `workdir` under every isolation layer this host supports."""
+    iso = isolation()
+    clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
+                 "LC_ALL": "C", "TMPDIR": str(workdir)}
+    clean_env.update(env or {})
+    if iso.own_uid:
+        with _UidSlot() as uid:
+            _hand_over(workdir, uid)
+            wrapped = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                       "--inh-caps=-all", "--bounding-set=-all", "--"]
+            namespaces = (["--net"] if iso.no_network else []) + (
+                ["--mount", "--propagation", "private"] if iso.private_tmp else [])
+            if iso.private_tmp:
+                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", *_shadowed(), "--"] + wrapped
+            if namespaces:
+                wrapped = ["unshare", *namespaces, "--"] + wrapped
+            return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,
+                              uid)
+    return _supervise(_prlimit_args(limits) + argv, workdir, limits, clean_env, None)
+
+
+def _hand_over(workdir: Path, uid: int) -> None:
+    """The sandbox uid owns the work directory and nothing else."""
+    for root, dirs, files in os.walk(workdir):
+        os.chown(root, uid, uid)
+        for name in files:
+            os.chown(os.path.join(root, name), uid, uid)
+    os.chmod(workdir, 0o700)
+
+
+def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, str],
+               uid: int | None) -> RunResult:
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, close_fds=True)
+    kept: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
+    total = [0]
+    overflow = threading.Event()
+    lock = threading.Lock()
+
+    def drain(stream, key: str) -> None:
+        while chunk := stream.read1(65536):
+            with lock:
+                room = limits.output_bytes - len(kept["out"]) - len(kept["err"])
+                if room > 0:
+                    kept[key] += chunk[:room]
+                total[0] += len(chunk)
+                if total[0] > limits.output_bytes and not overflow.is_set():
+                    overflow.set()
+                    _kill_group(proc)
+
+    readers = [threading.Thread(target=drain, args=(proc.stdout, "out"), daemon=True),
+               threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
+    for t in readers:
+        t.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        proc.wait()
+    wall = time.monotonic() - start
+    _kill_group(proc)  # children that outlived the leader
+    if uid is not None:
+        kill_uid(uid)  # and those that left its process group
+    for t in readers:
+        t.join(timeout=2)
+    rc = proc.returncode
+    killed_by = None
+    if rc is not None and rc < 0:
+        try:
+            killed_by = signal.Signals(-rc).name
+        except ValueError:
+            killed_by = f"signal {-rc}"
+    return RunResult(returncode=rc, stdout=kept["out"].decode(errors="replace"),
+                     stderr=kept["err"].decode(errors="replace"), wall=wall,
+                     timed_out=timed_out, output_overflow=overflow.is_set(), killed_by=killed_by)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

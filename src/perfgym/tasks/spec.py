@@ -1,0 +1,223 @@
+"""A task: what to compute, on which arrays and sizes, and how an answer is judged.
+
+A task is a directory holding `task.toml` plus the sources it names (naive baseline, expert
+kernel, optional Python reference module). `load_task` validates everything up front so a
+malformed task is rejected with a message that names the field, not a traceback later.
+"""
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .formula import FormulaError, evaluate_formula
+from .signature import C_TYPES, Signature, SignatureError, parse_signature
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+VERIFY_MODES = ("full", "sampled")
+
+
+class TaskError(ValueError):
+    """A task directory or spec that cannot be used; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    name: str
+    shape: tuple[str, ...]  # formulas of the sizes
+    dtype: str  # NumPy dtype name
+    role: str  # "in" (must be left unchanged) or "out" (garbage on entry, fully written)
+    low: float = -1.0  # inputs are drawn uniformly from [low, high)
+    high: float = 1.0
+    perturb: bool = True  # may the harness change one element between timed calls
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    directory: Path
+    language: str
+    kind: str
+    description: str
+    signature: Signature
+    arrays: dict[str, ArraySpec]
+    flops: str
+    bytes: str
+    reference: str  # NumPy expression over the input arrays and sizes
+    default_size: dict[str, int]
+    train_sizes: list[dict[str, int]]
+    heldout_sizes: list[dict[str, int]]
+    verify_mode: str
+    rtol: float
+    atol: float
+    baseline: Path
+    expert: Path | None
+    forbidden_calls: tuple[str, ...]
+    spec_hash: str = field(default="")
+
+    @property
+    def entry(self) -> str:
+        return self.signature.c_decl()
+
+    def sizes(self, which: str = "default") -> list[dict[str, int]]:
+        if which == "default":
+            return [self.default_size]
+        if which == "train":
+            return self.train_sizes
+        if which == "heldout":
+            return self.heldout_sizes
+        if which == "all":
+            seen, out = set(), []
+            for s in [self.default_size, *self.train_sizes, *self.heldout_sizes]:
+                key = tuple(sorted(s.items()))
+                if key not in seen:
+                    seen.add(key)
+                    out.append(s)
+            return out
+        raise TaskError(f"size set {which!r} is not one of default, train, heldout, all")
+
+    def shape(self, array: str, size: dict[str, int]) -> tuple[int, ...]:
+        return tuple(int(evaluate_formula(f, size)) for f in self.arrays[array].shape)
+
+    def flop_count(self, size: dict[str, int]) -> float:
+        return float(evaluate_formula(self.flops, size))
+
+    def byte_count(self, size: dict[str, int]) -> float:
+        return float(evaluate_formula(self.bytes, size))
+
+    def check_size(self, size: dict[str, int]) -> None:
+        missing = self.size_names() - set(size)
+        extra = set(size) - self.size_names()
+        if missing or extra:
+            raise TaskError(f"size {format_size(size)} for task {self.name!r} must give exactly "
+                            f"{', '.join(sorted(self.size_names()))}")
+        if any(v <= 0 for v in size.values()):
+            raise TaskError(f"size {format_size(size)}: every size must be a positive integer")
+
+    def size_names(self) -> set[str]:
+        return set(self.default_size)
+
+
+def format_size(size: dict[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in size.items())
+
+
+def load_task(directory: str | Path) -> Task:
+    directory = Path(directory)
+    spec_path = directory / "task.toml"
+    if not spec_path.is_file():
+        raise TaskError(f"{directory}: no task.toml (a task is a directory with task.toml; "
+                        "`perfgym tasks new NAME` makes one)")
+    raw_bytes = spec_path.read_bytes()
+    try:
+        raw = tomllib.loads(raw_bytes.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{spec_path}: not valid TOML: {exc}") from None
+    return _build(directory, spec_path, raw, raw_bytes)
+
+
+def _need(raw: dict[str, Any], key: str, where: Path, kind: type | tuple = str) -> Any:
+    if key not in raw:
+        raise TaskError(f"{where}: missing field '{key}'")
+    if not isinstance(raw[key], kind):
+        raise TaskError(f"{where}: field '{key}' has the wrong type ({type(raw[key]).__name__})")
+    return raw[key]
+
+
+def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) -> Task:
+    name = _need(raw, "name", where)
+    language = raw.get("language", "c")
+    if language != "c":
+        raise TaskError(f"{where}: field 'language' is {language!r}; this loader reads 'c' tasks")
+    try:
+        signature = parse_signature(_need(raw, "entry", where))
+    except SignatureError as exc:
+        raise TaskError(f"{where}: field 'entry': {exc}") from None
+
+    arrays = {}
+    for aname, a in _need(raw, "arrays", where, dict).items():
+        field_name = f"arrays.{aname}"
+        if not isinstance(a, dict) or "shape" not in a:
+            raise TaskError(f"{where}: field '{field_name}.shape' is missing")
+        role = a.get("role", "in")
+        if role not in ("in", "out"):
+            raise TaskError(f"{where}: field '{field_name}.role' must be 'in' or 'out'")
+        dtype = a.get("dtype", "float64")
+        if dtype not in set(C_TYPES.values()):
+            raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported")
+        arrays[aname] = ArraySpec(
+            name=aname, shape=tuple(str(s) for s in a["shape"]), dtype=dtype, role=role,
+            low=float(a.get("low", -1.0)), high=float(a.get("high", 1.0)),
+            perturb=bool(a.get("perturb", dtype.startswith("float"))))
+
+    sizes = _need(raw, "sizes", where, dict)
+    default = _need(sizes, "default", where, dict)
+    train = sizes.get("train", [default])
+    heldout = sizes.get("heldout", [])
+    for label, group in (("train", train), ("heldout", heldout)):
+        for s in group:
+            if not isinstance(s, dict) or set(s) != set(default):
+                raise TaskError(f"{where}: field 'sizes.{label}' entry {s!r} must name exactly "
+                                f"{', '.join(default)}")
+    size_names = set(default)
+
+    # Every entry parameter must be an array of the spec or a size.
+    for p in signature.params:
+        if p.pointer:
+            if p.name not in arrays:
+                raise TaskError(f"{where}: field 'entry': pointer parameter {p.name!r} has no "
+                                f"[arrays.{p.name}] table")
+            if C_TYPES[p.ctype] != arrays[p.name].dtype:
+                raise TaskError(f"{where}: field 'arrays.{p.name}.dtype' is "
+                                f"{arrays[p.name].dtype} but the entry declares {p.ctype}")
+        elif p.name not in size_names:
+            raise TaskError(f"{where}: field 'entry': scalar parameter {p.name!r} is not a size "
+                            f"(sizes: {', '.join(sorted(size_names))})")
+    for aname in arrays:
+        if aname not in {p.name for p in signature.params if p.pointer}:
+            raise TaskError(f"{where}: field 'arrays.{aname}' is not a parameter of the entry")
+
+    flops = str(_need(raw, "flops", where, (str, int)))
+    nbytes = str(_need(raw, "bytes", where, (str, int)))
+    for label, formula in (("flops", flops), ("bytes", nbytes)):
+        try:
+            evaluate_formula(formula, default)
+        except (FormulaError, ZeroDivisionError, OverflowError) as exc:
+            raise TaskError(f"{where}: field '{label}': {exc}") from None
+    for a in arrays.values():
+        try:
+            [evaluate_formula(f, default) for f in a.shape]
+        except FormulaError as exc:
+            raise TaskError(f"{where}: field 'arrays.{a.name}.shape': {exc}") from None
+
+    reference = _need(raw, "reference", where)
+    verify = raw.get("verify", {})
+    mode = verify.get("mode", "full")
+    if mode not in VERIFY_MODES:
+        raise TaskError(f"{where}: field 'verify.mode' must be one of {', '.join(VERIFY_MODES)}")
+
+    def source(key: str, required: bool) -> Path | None:
+        if key not in raw:
+            if required:
+                raise TaskError(f"{where}: missing field '{key}'")
+            return None
+        path = directory / str(raw[key])
+        if not path.is_file():
+            raise TaskError(f"{where}: field '{key}' names {raw[key]!r}, which does not exist")
+        return path
+
+    baseline = source("baseline", True)
+    expert = source("expert", False)
+    digest = hashlib.sha256(raw_bytes)
+    digest.update(baseline.read_bytes())  # the baseline defines speedup, so it is part of the task
+    return Task(
+        name=name, directory=directory, language=language, kind=raw.get("kind", ""),
+        description=raw.get("description", "").strip(), signature=signature, arrays=arrays,
+        flops=flops, bytes=nbytes, reference=reference, default_size=dict(default),
+        train_sizes=[dict(s) for s in train], heldout_sizes=[dict(s) for s in heldout],
+        verify_mode=mode, rtol=float(verify.get("rtol", 1e-6)),
+        atol=float(verify.get("atol", 1e-9)), baseline=baseline, expert=expert,
+        forbidden_calls=tuple(raw.get("forbidden_calls", [])),
+        spec_hash=digest.hexdigest()[:16])

@@ -1,0 +1,97 @@
+"""Compare a kernel's outputs with the task's NumPy reference."""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .tasks import Task
+
+SAMPLED_RANDOM_POINTS = 100  # seed 000: 4 corners, centre and 100 random positions
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    max_error: float = 0.0  # largest |got - expected| among checked elements
+    where: str = ""  # e.g. "C[17, 3] = 1.25 but expected 3.5"
+
+
+def reference_outputs(task: Task, inputs: dict[str, np.ndarray],
+                      size: dict[str, int]) -> dict[str, np.ndarray]:
+    """The task's reference answer for `inputs`, as name -> array for every output."""
+    outputs = [a.name for a in task.arrays.values() if a.role == "out"]
+    if task.reference.endswith(".py"):
+        fn = _reference_function(str(task.directory / task.reference))
+        result = fn(**inputs, **size)
+    else:
+        namespace = {"np": np, "numpy": np, **inputs, **size}
+        result = eval(task.reference, {"__builtins__": {}}, namespace)  # task author's code
+    if isinstance(result, dict):
+        return {k: np.asarray(v) for k, v in result.items()}
+    if isinstance(result, tuple):
+        return dict(zip(outputs, (np.asarray(r) for r in result)))
+    return {outputs[0]: np.asarray(result)}
+
+
+@lru_cache(maxsize=None)
+def _reference_function(path: str):
+    spec = importlib.util.spec_from_file_location(f"perfgym_ref_{Path(path).parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reference
+
+
+def sample_points(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Flat indices: the corners, the centre and 100 random positions (unknown to the kernel)."""
+    total = int(np.prod(shape))
+    corners = []
+    if len(shape) == 2:
+        m, n = shape
+        corners = [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1), (m // 2, n // 2)]
+        corners = [i * n + j for i, j in corners]
+    else:
+        corners = [0, total - 1, total // 2]
+    rand = rng.integers(0, total, size=SAMPLED_RANDOM_POINTS)
+    return np.unique(np.concatenate([np.array(corners, dtype=np.int64), rand]))
+
+
+def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+            points: np.ndarray | None = None) -> Verdict:
+    """Pass when every checked element satisfies |got - expected| <= atol + rtol * |expected|."""
+    g = got.reshape(-1)
+    e = np.asarray(expected).astype(got.dtype, copy=False).reshape(-1)
+    if g.shape != e.shape:
+        return Verdict(False, float("inf"), f"{name} has {g.size} elements, expected {e.size}")
+    if points is not None:
+        g, e, index = g[points], e[points], points
+    else:
+        index = np.arange(g.size)
+    if got.dtype.kind in "iu":
+        bad = np.nonzero(g != e)[0]
+        err = np.abs(g.astype(np.float64) - e.astype(np.float64))
+        bound = np.zeros_like(err)
+    else:
+        g64, e64 = g.astype(np.float64), e.astype(np.float64)
+        err = np.abs(g64 - e64)
+        bound = atol + rtol * np.abs(e64)
+        finite_ok = np.isfinite(g64) | ~np.isfinite(e64)
+        with np.errstate(invalid="ignore"):
+            bad = np.nonzero(~finite_ok | (err > bound) & np.isfinite(e64))[0]
+        err = np.where(np.isfinite(err), err, np.inf)
+    max_error = float(err.max()) if err.size else 0.0
+    if bad.size == 0:
+        return Verdict(True, max_error)
+    worst = bad[np.argmax(np.where(np.isfinite(err[bad]), err[bad] - bound[bad], np.inf))]
+    flat = int(index[worst])
+    pos = ", ".join(str(int(i)) for i in np.unravel_index(flat, got.shape))
+    return Verdict(False, max_error, f"{name}[{pos}] = {_num(g[worst])} but expected "
+                   f"{_num(e[worst])} "
+                   f"({bad.size} of {len(index)} checked elements wrong)")
+
+
+def _num(x) -> str:
+    return f"{x:.10g}" if np.issubdtype(type(x), np.floating) else str(x)
