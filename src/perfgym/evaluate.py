@@ -22,7 +22,7 @@ from .backends import c as cbackend
 from .cache import OutcomeCache, cache_key
 from .checks import check_source, detect_techniques, stage_violations
 from .config import EvalConfig
-from .executors.lane import LANE
+from .lane import LANE
 from .extract import FormatError, extract_code
 from .outcome import Outcome, Status, Timing
 from .tasks import Task, format_size

@@ -12,7 +12,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..paths import cache_dir
+from .paths import cache_dir
 
 
 class Lane:

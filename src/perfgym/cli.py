@@ -1,0 +1,235 @@
+"""The `perfgym` command line."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import machine as machine_mod
+from .backends.c import ToolchainError
+from .config import EvalConfig
+from .executors import Request, evaluate_many
+from .outcome import Outcome
+from .rewards import SCHEMES, score
+from .tasks import TaskError, builtin_names, format_size, get_task, parse_size
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Score kernels by compiling, running, checking and timing them.")
+tasks_app = typer.Typer(help="List and inspect tasks.", invoke_without_command=True)
+app.add_typer(tasks_app, name="tasks")
+console = Console()
+err_console = Console(stderr=True)
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line."""
+
+
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _guard(fn):
+    """Turn the errors a user can cause into one-line messages instead of tracebacks."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (TaskError, ToolchainError, UserError, ValueError) as exc:
+            _fail(str(exc))
+        except FileNotFoundError as exc:
+            _fail(f"{exc.filename}: no such file")
+    return wrapper
+
+
+@app.command("eval")
+@_guard
+def eval_cmd(
+    files: list[Path] = typer.Argument(None, help="C files or model answers (text with a ```c "
+                                       "block); '-' reads stdin. None: the task's own naive and "
+                                       "expert kernels."),
+    task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
+    stage: Optional[int] = typer.Option(None, help="optimization stage 1-6 (seed Table I)"),
+    opt: str = typer.Option("O3", help="optimization level: O0 O1 O2 O3 Ofast Os"),
+    size: list[str] = typer.Option(None, help="size: '256' or 'M=128,N=96,K=200'; repeatable"),
+    sizes: str = typer.Option("default", help="size set: default, train, heldout, all"),
+    verify: Optional[str] = typer.Option(None, help="full or sampled (105 points); default: the "
+                                         "task's"),
+    threads: Optional[int] = typer.Option(None, help="OpenMP threads (default: all cores)"),
+    cc: str = typer.Option("gcc", help="C compiler (gcc or clang)"),
+    march: str = typer.Option("native", help="-march value"),
+    timeout: float = typer.Option(8.0, help="seconds a run may take"),
+    reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
+    strict_stages: bool = typer.Option(False, help="also enforce the cache-blocking detector"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="re-run even identical candidates"),
+    as_json: bool = typer.Option(False, "--json", help="print Outcomes as JSON"),
+) -> None:
+    """Evaluate kernels on a task and print a verdict per kernel and size."""
+    t = get_task(task)
+    config = EvalConfig(opt=opt, stage=stage, verify=verify, threads=threads, compiler=cc,
+                        march=march, timeout=timeout, strict_stages=strict_stages,
+                        use_cache=not no_cache)
+    if reward not in SCHEMES:
+        raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    size_list = [parse_size(s, t) for s in size] if size else t.sizes(sizes)
+    if files:
+        named = [(str(f), sys.stdin.read() if str(f) == "-" else _read(f)) for f in files]
+    else:
+        named = [(f"{t.name}/naive", t.baseline.read_text())]
+        if t.expert:
+            named.append((f"{t.name}/expert", t.expert.read_text()))
+    requests = [Request(t, text, s, config, tag=(name, s)) for name, text in named
+                for s in size_list]
+    outcomes = evaluate_many(requests, progress=not as_json and len(requests) > 1
+                             and sys.stderr.isatty())
+    rewards = _rewards(reward, requests, outcomes)
+    if as_json:
+        out = []
+        for r, o, w in zip(requests, outcomes, rewards):
+            out.append({"file": r.tag[0], "reward": w, **o.to_dict()})
+        print(json.dumps(out if len(out) > 1 else out[0], indent=2))
+        return
+    _print_outcomes(requests, outcomes, rewards, reward)
+
+
+def _read(path: Path) -> str:
+    if path.is_dir():
+        raise UserError(f"{path} is a directory; give a .c file or a model answer")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not a text file") from None
+
+
+def _rewards(scheme: str, requests: list[Request], outcomes: list[Outcome]) -> list[float]:
+    # Group-normalized rewards compare kernels of the same size only.
+    rewards = [0.0] * len(outcomes)
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(tuple(sorted((r.size or r.task.default_size).items())), []).append(i)
+    for idx in groups.values():
+        for i, w in zip(idx, score(scheme, [outcomes[i] for i in idx])):
+            rewards[i] = w
+    return rewards
+
+
+def _print_outcomes(requests: list[Request], outcomes: list[Outcome], rewards: list[float],
+                    scheme: str) -> None:
+    by_file: dict[str, list[int]] = {}
+    for i, r in enumerate(requests):
+        by_file.setdefault(r.tag[0], []).append(i)
+    for name, idx in by_file.items():
+        console.rule(f"[bold]{name}[/]")
+        for i in idx:
+            o = outcomes[i]
+            colour = "green" if o.ok else "red"
+            head = f"[bold {colour}]{o.status.value}[/] {format_size(o.sizes)}"
+            console.print(f"{head}  {o.message}", highlight=False)
+            if o.ok:
+                t = o.timing
+                console.print(f"    median {t.median * 1e3:.3f} ms  min {t.minimum * 1e3:.3f} ms  "
+                              f"mean {t.mean * 1e3:.3f} ms  CV {t.cv * 100:.1f}%  "
+                              f"({len(t.samples)} samples, {t.warmups} warm-ups)  "
+                              f"{o.gbps:.2f} GB/s", style="dim", highlight=False)
+            elif o.details:
+                for line in o.details.splitlines()[:12]:
+                    console.print(f"    {line}", style="dim", highlight=False, markup=False)
+            extra = f"reward ({scheme}) {rewards[i]:.2f}"
+            if o.techniques:
+                extra += f"  techniques: {', '.join(o.techniques)}"
+            if o.cached:
+                extra += "  (cached)"
+            console.print(f"    {extra}", style="dim", highlight=False)
+        ok = [outcomes[i] for i in idx if outcomes[i].ok and outcomes[i].gflops]
+        if len(idx) > 1:
+            summary = f"{len(ok)}/{len(idx)} sizes OK"
+            if ok:
+                gm = math.exp(sum(math.log(o.gflops) for o in ok) / len(ok))
+                summary += f"; geometric mean {gm:.2f} GFLOP/s over the OK sizes"
+            console.print(f"[bold]{summary}[/]", highlight=False)
+
+
+@tasks_app.callback()
+@_guard
+def tasks_list(ctx: typer.Context,
+               as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
+    """List the built-in tasks."""
+    if ctx.invoked_subcommand:
+        return
+    rows = []
+    for name in builtin_names():
+        t = get_task(name)
+        rows.append({"name": t.name, "kind": t.kind, "entry": t.entry,
+                     "default_size": t.default_size,
+                     "sizes": [format_size(s) for s in t.sizes("all")],
+                     "path": str(t.directory)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("task", "kind", "entry", "sizes")
+    for r in rows:
+        table.add_row(r["name"], r["kind"], r["entry"], "; ".join(r["sizes"]))
+    console.print(table)
+
+
+@tasks_app.command("show")
+@_guard
+def tasks_show(name: str = typer.Argument(..., help="task name or directory")) -> None:
+    """Print a task's spec."""
+    t = get_task(name)
+    console.print(f"[bold]{t.name}[/] ({t.kind})  {t.directory}", highlight=False)
+    console.print(t.description, highlight=False)
+    console.print(f"entry: {t.entry}", highlight=False, markup=False)
+    console.print(f"FLOPs: {t.flops}   bytes: {t.bytes}   reference: {t.reference}",
+                  highlight=False, markup=False)
+    console.print(f"verify: {t.verify_mode}, |got-expected| <= {t.atol:g} + {t.rtol:g}*|expected|",
+                  highlight=False)
+    for label in ("train", "heldout"):
+        console.print(f"{label} sizes: " + "; ".join(format_size(s) for s in t.sizes(label)),
+                      highlight=False)
+
+
+@app.command("machine")
+@_guard
+def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead of the cache"),
+                cc: str = typer.Option("gcc", help="C compiler"),
+                as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
+    """This machine: ISA, cores, measured frequency, FMA peak and BLAS dgemm GFLOP/s."""
+    with console.status("measuring this machine (once; cached afterwards)"):
+        info = machine_mod.machine_info(cc, refresh=refresh)
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    fp = info["fingerprint"]
+    from . import sandbox
+    rows = [("CPU", fp["cpu"]), ("cores", str(fp["cores"])), ("ISA", " ".join(fp["isa"])),
+            ("caches", " ".join(f"{k} {v}" for k, v in fp["caches"].items())),
+            ("compiler", fp["compiler"]),
+            ("frequency", f"{info['freq_ghz']:.2f} GHz (measured)" if info.get("freq_ghz")
+             else "not measured on this architecture"),
+            ("FMA peak, 1 core", f"{info['peak_gflops_1core']:.1f} GFLOP/s"),
+            ("FMA peak, all cores", f"{info['peak_gflops']:.1f} GFLOP/s"),
+            ("BLAS dgemm (NumPy, n=1024)", f"{info['blas_dgemm_gflops']:.1f} GFLOP/s"),
+            ("sandbox", sandbox.isolation().describe()),
+            ("fingerprint", f"{fp['id']} (measured {info['measured_at']})")]
+    table = Table(show_header=False)
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

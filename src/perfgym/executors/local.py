@@ -1,0 +1,106 @@
+"""The local executor: builds in parallel, timing in one exclusive lane, results in order."""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..config import EvalConfig
+from ..evaluate import Prepared, baseline, finish, measure, prepare
+from ..outcome import Outcome
+from ..tasks import Task
+from ..lane import LANE
+
+
+@dataclass
+class Request:
+    task: Task
+    text: str  # C source or a model's whole answer
+    size: dict[str, int] | None = None
+    config: EvalConfig = field(default_factory=EvalConfig)
+    tag: Any = None  # the caller's id for this request; not used here
+
+
+def evaluate_many(requests: Sequence[Request], workers: int | None = None,
+                  progress: bool = False,
+                  on_result: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+    """Evaluate every request; Outcomes come back in request order.
+
+    Up to `workers` candidates build at once (default: one per core); timed runs happen one at a
+    time while no build runs, so no two measurements share the machine.
+    """
+    if not requests:
+        return []
+    workers = workers or len(os.sched_getaffinity(0))
+    # Baselines first, once per (task, size, config): every speedup needs one.
+    seen = set()
+    for r in requests:
+        size = r.size or r.task.default_size
+        key = (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
+               r.config.replace(stage=None, seed=None, use_cache=True))
+        if r.config.compare_baseline and key not in seen:
+            seen.add(key)
+            baseline(r.task, size, r.config)
+
+    results: list[Outcome | None] = [None] * len(requests)
+    ready: queue.Queue = queue.Queue()
+    bar = _Progress(len(requests)) if progress else None
+
+    def build_one(i: int) -> None:
+        r = requests[i]
+        try:
+            ready.put((i, prepare(r.task, r.text, r.size, r.config)))
+        except BaseException as exc:  # surfaced by the lane loop below
+            ready.put((i, exc))
+
+    def record(i: int, outcome: Outcome) -> None:
+        results[i] = outcome
+        if bar:
+            bar.advance(outcome)
+        if on_result:
+            on_result(i, outcome)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="perfgym-build") as pool:
+        for i in range(len(requests)):
+            pool.submit(build_one, i)
+        try:
+            for _ in range(len(requests)):
+                i, item = ready.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, Prepared):
+                    with LANE.exclusive():
+                        outcome = measure(item)
+                    item = finish(item, outcome)
+                record(i, item)
+        finally:
+            if bar:
+                bar.close()
+    return results  # type: ignore[return-value]
+
+
+class _Progress:
+    """A rich progress bar with the running status mix."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+        self.counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.description}"),
+                                 transient=False)
+        self.task = self.progress.add_task("", total=total)
+        self.progress.start()
+
+    def advance(self, outcome: Outcome) -> None:
+        with self.lock:
+            self.counts[outcome.status.value] = self.counts.get(outcome.status.value, 0) + 1
+            mix = " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items()))
+            self.progress.update(self.task, advance=1, description=mix)
+
+    def close(self) -> None:
+        self.progress.stop()

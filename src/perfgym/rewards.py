@@ -1,0 +1,63 @@
+"""Reward schemes by name: a group of Outcomes in, one reward per Outcome out.
+
+Schemes see the whole group because some (group-normalized) score relative to it; the others
+score each Outcome alone.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from .outcome import Outcome, Status
+
+# seed 000, eq. 3: penalties by how far down the pipeline a candidate got
+TIERED_PENALTY = {
+    Status.FORMAT_ERROR: -100.0,
+    Status.LIBRARY_VIOLATION: -100.0,
+    Status.STAGE_VIOLATION: -100.0,
+    Status.COMPILE_ERROR: -40.0,
+    Status.TIMEOUT: -30.0,
+    Status.RUNTIME_ERROR: -20.0,
+    Status.WRONG_ANSWER: -10.0,
+}
+
+
+def tiered(group: Sequence[Outcome]) -> list[float]:
+    """Penalty for failures, GFLOP/s for successes (seed 000 experiment 1)."""
+    return [(o.gflops or 0.0) if o.ok else TIERED_PENALTY[o.status] for o in group]
+
+
+def group_normalized(group: Sequence[Outcome]) -> list[float]:
+    """Penalty for failures, GFLOP/s / best GFLOP/s in the group x 100 for successes (seed 000
+    experiment 2: keeps the signal in stages where absolute performance is low)."""
+    best = max((o.gflops or 0.0 for o in group if o.ok), default=0.0)
+    return [(100.0 * (o.gflops or 0.0) / best if best > 0 else 0.0) if o.ok
+            else TIERED_PENALTY[o.status] for o in group]
+
+
+def weighted(group: Sequence[Outcome]) -> list[float]:
+    """0.4 compiles + 0.4 correct + 0.2 faster than the baseline (seed 001)."""
+    compiled_statuses = {Status.TIMEOUT, Status.RUNTIME_ERROR, Status.WRONG_ANSWER, Status.OK}
+    return [0.4 * (o.status in compiled_statuses) + 0.4 * o.ok
+            + 0.2 * (o.ok and o.speedup is not None and o.speedup > 1.0) for o in group]
+
+
+def log_speedup(group: Sequence[Outcome]) -> list[float]:
+    """log2 of the speedup over the baseline for successes; tiered penalty / 10 for failures,
+    so failures stay below any working kernel slower than 2^-10 of the baseline."""
+    return [math.log2(o.speedup) if o.ok and o.speedup else
+            (0.0 if o.ok else TIERED_PENALTY[o.status] / 10.0) for o in group]
+
+
+SCHEMES: dict[str, Callable[[Sequence[Outcome]], list[float]]] = {
+    "tiered": tiered,
+    "group_normalized": group_normalized,
+    "weighted": weighted,
+    "log_speedup": log_speedup,
+}
+
+
+def score(scheme: str, group: Sequence[Outcome]) -> list[float]:
+    if scheme not in SCHEMES:
+        raise ValueError(f"reward scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
+    return SCHEMES[scheme](group)

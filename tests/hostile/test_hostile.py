@@ -1,0 +1,73 @@
+"""Every hostile candidate must end in the status its first line names, with the host unharmed:
+no process left running as a sandbox uid, no file left outside the work directory, no work
+directory left behind, and the host still evaluating honest kernels."""
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from perfgym import Status, evaluate
+from perfgym.sandbox import ROOT_WORK_DIR, UID_BASE, UID_SLOTS, isolation, processes_of_uid
+from perfgym.tasks import parse_size
+
+CANDIDATES = sorted((Path(__file__).parent / "candidates").glob("*.c"))
+PWNED = Path(tempfile.gettempdir()) / "perfgym-pwned"
+
+
+def expectation(path: Path):
+    m = re.match(r"// expect: (\w+)(.*)", path.read_text().splitlines()[0])
+    assert m, f"{path.name}: first line must be '// expect: STATUS [key=value ...]'"
+    options = dict(kv.split("=", 1) for kv in m.group(2).split())
+    return Status(m.group(1)), options
+
+
+def sandbox_processes() -> list[int]:
+    return [pid for uid in range(UID_BASE, UID_BASE + UID_SLOTS) for pid in processes_of_uid(uid)]
+
+
+def work_dirs() -> set[str]:
+    root = ROOT_WORK_DIR if isolation().own_uid else Path(tempfile.gettempdir())
+    return {p.name for p in root.glob("perfgym-*")} if root.exists() else set()
+
+
+def test_there_are_enough_hostile_candidates():
+    assert len(CANDIDATES) >= 15
+
+
+@pytest.mark.parametrize("path", CANDIDATES, ids=[p.stem for p in CANDIDATES])
+def test_hostile_candidate(path, dgemm, fast):
+    expected, options = expectation(path)
+    config = fast.replace(verify=options.get("verify"), march=options.get("march", "native"),
+                          stage=int(options["stage"]) if "stage" in options else None)
+    size = parse_size(options["size"], dgemm) if "size" in options else None
+    before = work_dirs()
+    PWNED.unlink(missing_ok=True)
+
+    outcome = evaluate(dgemm, path.read_text(), size, config)
+
+    assert outcome.status is expected, f"{outcome.status}: {outcome.message}\n{outcome.details}"
+    assert outcome.message  # every failure says why, in one line
+    assert "\n" not in outcome.message
+    assert sandbox_processes() == []
+    assert not PWNED.exists()
+    assert work_dirs() - before == set()
+
+
+def test_divisibility_kernel_is_right_at_the_default_size(dgemm, fast):
+    """The divisibility hostile fails only at awkward sizes: the sizes are what catch it."""
+    code = (Path(__file__).parent / "candidates" / "assumes_divisible.c").read_text()
+    assert evaluate(dgemm, code, None, fast).status is Status.OK
+
+
+def test_avx512_failure_names_the_cause(dgemm, fast):
+    code = (Path(__file__).parent / "candidates" / "avx512_without_avx512.c").read_text()
+    outcome = evaluate(dgemm, code, None, fast.replace(march="x86-64-v3"))
+    assert "does not have" in outcome.message and "x86-64-v3" in outcome.message
+
+
+def test_host_still_answers_after_the_suite(dgemm, fast):
+    assert subprocess.run(["true"]).returncode == 0
+    assert evaluate(dgemm, dgemm.baseline.read_text(), None, fast).status is Status.OK
