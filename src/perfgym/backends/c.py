@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import sandbox
-from ..checks.audit import ObjectFacts, audit_object, inspect_object
+from ..checks.audit import ObjectFacts, audit_object, audit_preprocessed, inspect_object
 from ..config import EvalConfig
 from ..paths import cache_dir
 from ..tasks import Task
@@ -98,42 +98,47 @@ _TARGET_MISMATCH = re.compile(r"target specific option mismatch|needs isa option
 
 
 def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
-    """Compile the candidate alone, audit the object, link it with the harness."""
+    """Compile the candidate alone and link it with the harness (one sandboxed step: linking
+    runs none of its code), then audit the object. Only an audited object is ever run."""
     (workdir / "candidate.c").write_text(code)
-    flags = config.build_flags()
+    for obj in harness_objects(task, config):
+        shutil.copy(obj, workdir / obj.name)
+    cc = shutil.which(config.compiler) or config.compiler
+    # Preprocess first: the audit reads the .i, where token pasting can no longer hide a name.
+    flags = " ".join(config.build_flags())
+    compile_cmd = (f"{cc} {flags} -E candidate.c -o candidate.i && "
+                   f"{cc} {flags} -c candidate.i -o candidate.o")
+    link_cmd = f"{cc} -fopenmp harness.o shim.o candidate.o -o run -lm"
+    script = f"{compile_cmd} || exit {_COMPILE_FAILED}; {link_cmd} || exit {_LINK_FAILED}"
     limits = sandbox.Limits(wall_seconds=config.compile_timeout, cpu_seconds=120,
                             address_space=8 << 30, processes=64, file_size=512 << 20)
-    compile_run = sandbox.run([shutil.which(config.compiler) or config.compiler, *flags,
-                               "-c", "candidate.c", "-o", "candidate.o"], workdir, limits)
-    seconds = compile_run.wall
-    if not compile_run.ok:
-        diag = _first_diagnostics(compile_run.stderr + compile_run.stdout)
-        if compile_run.timed_out:
-            msg = f"the compiler did not finish within {config.compile_timeout:.0f} s"
-        elif _TARGET_MISMATCH.search(diag):
+    result = sandbox.run(["sh", "-c", script], workdir, limits)
+    seconds = result.wall
+    diag = _first_diagnostics(result.stderr + result.stdout)
+    if result.timed_out:
+        return Build(False, workdir, f"the compiler did not finish within "
+                     f"{config.compile_timeout:.0f} s", diag, seconds=seconds)
+    if not result.ok and result.returncode != _LINK_FAILED:
+        if _TARGET_MISMATCH.search(diag):
             msg = (f"uses instructions the target CPU (-march={config.march}) does not have; "
                    f"{isa_hint(config)}")
         else:
             first = next((ln for ln in diag.splitlines() if "error" in ln), diag.split("\n")[0])
-            msg = "compile error: " + _strip_path(first)
+            msg = "compile error: " + first
         return Build(False, workdir, msg, diag, seconds=seconds)
 
     facts = inspect_object(workdir / "candidate.o")
-    violation = audit_object(facts, task.signature.name)
+    violation = audit_preprocessed((workdir / "candidate.i").read_text(errors="replace")) or \
+        audit_object(facts, task.signature.name)
     if violation:
         return Build(False, workdir, violation, facts=facts, violation=violation, seconds=seconds)
-
-    for obj in harness_objects(task, config):
-        shutil.copy(obj, workdir / obj.name)
-    link_run = sandbox.run([shutil.which(config.compiler) or config.compiler, "-fopenmp",
-                            "harness.o", "shim.o", "candidate.o", "-o", "run", "-lm"],
-                           workdir, limits)
-    seconds += link_run.wall
-    if not link_run.ok:
-        diag = _first_diagnostics(link_run.stderr + link_run.stdout)
-        return Build(False, workdir, "link error: " + _strip_path(diag.split("\n")[0]), diag,
-                     facts=facts, seconds=seconds)
+    if not result.ok:  # a link error of an object that passed the audit
+        return Build(False, workdir, "link error: " + diag.split("\n")[0], diag, facts=facts,
+                     seconds=seconds)
     return Build(True, workdir, facts=facts, seconds=seconds)
+
+
+_COMPILE_FAILED, _LINK_FAILED = 101, 102
 
 
 def isa_hint(config: EvalConfig) -> str:

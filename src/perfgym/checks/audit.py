@@ -6,7 +6,10 @@ rights. Macros cannot hide from this check: it reads the symbols and machine cod
     omp_* or the harness's own symbols would hijack the measurement);
   * it may call only an allowlist: memory, math, OpenMP and compiler helpers;
   * no constructors/destructors or custom sections (code that runs before or after the harness);
-  * no system-call, time-stamp or performance-counter instructions.
+  * no system-call, time-stamp or performance-counter instructions;
+  * no builtins that hand out addresses of the harness's stack frames or code (they would let
+    the kernel find and rewrite the timer's state); these leave no symbol, so the preprocessed
+    source is read instead, where macros and token pasting have already been expanded.
 """
 from __future__ import annotations
 
@@ -39,6 +42,17 @@ _FORBIDDEN_MNEMONICS = frozenset({"syscall", "sysenter", "int", "int3", "into", 
                                   "rdpmc", "wrfsbase", "wrgsbase", "svc", "mrs"})
 
 
+_FRAME_BUILTINS = re.compile(r"\b(__builtin_(?:return_address|frame_address|extract_return_addr|"
+                             r"dwarf_cfa|stack_save|eh_return|unwind_init|longjmp|setjmp))\b")
+
+
+def audit_preprocessed(text: str) -> str | None:
+    """None when the preprocessed candidate uses no frame-walking builtin, else a reason."""
+    if m := _FRAME_BUILTINS.search(text):
+        return f"{m.group(1)} is not allowed in a kernel (it exposes the caller's frames)"
+    return None
+
+
 @dataclass
 class ObjectFacts:
     defined_globals: list[str]
@@ -48,27 +62,39 @@ class ObjectFacts:
 
 
 def inspect_object(path: Path) -> ObjectFacts:
-    nm = subprocess.run(["nm", "-P", str(path)], capture_output=True, text=True, check=True)
-    defined, undefined = [], set()
-    for line in nm.stdout.splitlines():
-        parts = line.split()
-        if len(parts) < 2:
-            continue
-        name, kind = parts[0], parts[1]
-        if kind in ("U", "w", "v"):
-            undefined.add(name)
-        elif kind.isupper() or kind in ("i", "u"):
-            defined.append(f"{name}:{kind}")
-    readelf = subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True,
-                             check=True)
-    sections = re.findall(r"^\s*\[\s*[1-9]\d*\]\s+(\S+)", readelf.stdout, re.MULTILINE)
-    objdump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)],
-                             capture_output=True, text=True, check=True)
-    mnemonics = set()
-    for line in objdump.stdout.splitlines():
-        m = re.match(r"^\s+[0-9a-f]+:\s+(.*)$", line)
-        if m:  # every bare word of the instruction: prefixes cannot hide a mnemonic
-            mnemonics.update(t for t in m.group(1).split() if re.fullmatch(r"[a-z][a-z0-9.]*", t))
+    """Symbols, sections and instruction mnemonics of an object, from one objdump call."""
+    out = subprocess.run(["objdump", "-h", "-t", "-d", "--no-show-raw-insn", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    defined, undefined, sections, mnemonics = [], set(), [], set()
+    part = None
+    for line in out.splitlines():
+        if line.startswith("Sections:"):
+            part = "sections"
+        elif line.startswith("SYMBOL TABLE:"):
+            part = "symbols"
+        elif line.startswith("Disassembly of section"):
+            part = "code"
+        elif part == "sections":
+            m = re.match(r"^\s+\d+\s+(\S+)\s+[0-9a-f]+\s", line)
+            if m:
+                sections.append(m.group(1))
+        elif part == "symbols":
+            # e.g. "0000000000000000 g     F .text  00000000000000a5 matmul_optimized"
+            m = re.match(r"^[0-9a-f]+\s(.{7})\s(\S+)\s+(?:[0-9a-f]+\s+)?(\S+)$", line)
+            if not m:
+                continue
+            flags, section, name = m.groups()
+            if section == "*UND*":
+                undefined.add(name)
+            elif flags[4] in "iI":
+                defined.append(f"{name}:i")  # GNU indirect function
+            elif flags[0] in "gu" or flags[1] == "w" or section == "*COM*":
+                defined.append(f"{name}:{'u' if flags[0] == 'u' else 'G'}")
+        elif part == "code":
+            m = re.match(r"^\s+[0-9a-f]+:\s+(.*)$", line)
+            if m:  # every bare word of the instruction: prefixes cannot hide a mnemonic
+                mnemonics.update(t for t in m.group(1).split()
+                                 if re.fullmatch(r"[a-z][a-z0-9.]*", t))
     return ObjectFacts(defined, frozenset(undefined), sections, frozenset(mnemonics))
 
 
