@@ -21,7 +21,7 @@ from .. import sandbox
 from ..checks.audit import ObjectFacts, audit_object, audit_preprocessed, inspect_object
 from ..config import EvalConfig
 from ..paths import cache_dir
-from ..tasks import Task
+from ..tasks import Task, TaskError
 from ..tasks.signature import Signature
 
 DIAGNOSTIC_LINES = 12  # compiler diagnostics kept for feedback prompts
@@ -171,6 +171,19 @@ class InputSets:
 
 
 def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One input set: from the task's generator when it has one, else uniform in [low, high)."""
+    if task.generator:
+        arrays = _generator(str(task.directory / task.generator))(rng, **size)
+        for a in task.arrays.values():
+            if a.role != "in":
+                continue
+            got = arrays.get(a.name)
+            want = task.shape(a.name, size)
+            if got is None or got.shape != want or got.dtype != np.dtype(a.dtype):
+                raise TaskError(f"{task.directory / task.generator}: make_inputs must return "
+                                f"{a.name} as {a.dtype} {want}, got "
+                                f"{None if got is None else (got.dtype, got.shape)}")
+        return {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     arrays = {}
     for a in task.arrays.values():
         if a.role != "in":
@@ -181,6 +194,15 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
         else:
             arrays[a.name] = rng.integers(int(a.low), int(a.high), size=shape).astype(a.dtype)
     return arrays
+
+
+@lru_cache(maxsize=None)
+def _generator(path: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"perfgym_inputs_{Path(path).parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_inputs
 
 
 def pointer_order(task: Task) -> list[str]:
@@ -211,8 +233,9 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
             if spec.role == "in":
                 data[name].tofile(workdir / path)
             files.append(path)
+        perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
         lines.append(f"array {int(spec.role == 'out')} {int(dtype.kind == 'f')} "
-                     f"{int(spec.perturb)} {dtype.itemsize} {count} 64 {spec.low} {spec.high} "
+                     f"{perturb} {dtype.itemsize} {count} 64 {spec.low!r} {spec.high!r} "
                      f"{files[0]} {files[1]}")
     (workdir / "manifest.txt").write_text("\n".join(lines) + "\n")
 

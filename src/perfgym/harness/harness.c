@@ -124,20 +124,45 @@ static void prepare_call(int set) {
         if (arrays[i].is_output) memset(arrays[i].buf[set], GUARD_FILL, arrays[i].bytes);
 }
 
-/* Change one element of each perturbable input (and its pristine copy). */
+/* Store v at element idx of an array of any element type. */
+static void store(Array *a, unsigned char *buf, size_t idx, double v) {
+    if (a->is_float && a->elem == 8) ((double *)buf)[idx] = v;
+    else if (a->is_float && a->elem == 4) ((float *)buf)[idx] = (float)v;
+    else if (a->elem == 8) ((int64_t *)buf)[idx] = (int64_t)v;
+    else if (a->elem == 4) ((int32_t *)buf)[idx] = (int32_t)v;
+    else if (a->elem == 1) buf[idx] = (unsigned char)v;
+}
+
+static double load(const Array *a, const unsigned char *buf, size_t idx) {
+    if (a->is_float && a->elem == 8) return ((const double *)buf)[idx];
+    if (a->is_float && a->elem == 4) return ((const float *)buf)[idx];
+    if (a->elem == 8) return (double)((const int64_t *)buf)[idx];
+    if (a->elem == 4) return (double)((const int32_t *)buf)[idx];
+    return (double)buf[idx];
+}
+
+/* Change one element of each perturbable input (and its pristine copy):
+ *   mode 1: a random element gets a random value in [low, high) (integers: floor of it);
+ *   mode 2: a random diagonal element of a square matrix grows by a value in [low, high),
+ *           which keeps a symmetric positive definite or triangular matrix well posed. */
 static void perturb_inputs(void) {
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
         if (a->is_output || !a->perturb || a->count == 0) continue;
-        size_t idx = (size_t)(rng_next() % a->count);
-        double v = a->low + (a->high - a->low) * rng_uniform();
-        if (a->elem == 8) {
-            ((double *)a->buf[0])[idx] = v;
-            ((double *)a->pristine[0])[idx] = v;
+        double u = a->low + (a->high - a->low) * rng_uniform();
+        size_t idx;
+        double v;
+        if (a->perturb == 2) {
+            size_t n = (size_t)llround(sqrt((double)a->count));
+            size_t d = (size_t)(rng_next() % n);
+            idx = d * n + d;
+            v = load(a, a->buf[0], idx) + u;
         } else {
-            ((float *)a->buf[0])[idx] = (float)v;
-            ((float *)a->pristine[0])[idx] = (float)v;
+            idx = (size_t)(rng_next() % a->count);
+            v = a->is_float ? u : floor(u);
         }
+        store(a, a->buf[0], idx, v);
+        store(a, a->pristine[0], idx, v);
     }
 }
 
@@ -211,7 +236,6 @@ int main(int argc, char **argv) {
         }
         a->snapshot = malloc(a->bytes + 1);
         if (!a->snapshot) die("out of memory");
-        if (!a->is_float || (a->elem != 8 && a->elem != 4)) a->perturb = 0;
     }
     fclose(m);
     rng_state = seed;

@@ -17,6 +17,7 @@ from .signature import C_TYPES, Signature, SignatureError, parse_signature
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 VERIFY_MODES = ("full", "sampled")
+PERTURB_MODES = ("none", "element", "diagonal")
 
 
 class TaskError(ValueError):
@@ -31,7 +32,10 @@ class ArraySpec:
     role: str  # "in" (must be left unchanged) or "out" (garbage on entry, fully written)
     low: float = -1.0  # inputs are drawn uniformly from [low, high)
     high: float = 1.0
-    perturb: bool = True  # may the harness change one element between timed calls
+    # How the harness changes this input before each timed call so no answer can be replayed:
+    # "element" (a random element gets a value in [low, high)), "diagonal" (a random diagonal
+    # element grows by that much: keeps SPD/triangular matrices well posed) or "none".
+    perturb: str = "element"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Task:
     baseline: Path
     expert: Path | None
     forbidden_calls: tuple[str, ...]
+    generator: str | None = None  # a Python file with make_inputs(rng, **sizes) -> arrays
     spec_hash: str = field(default="")
 
     @property
@@ -147,10 +152,14 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         dtype = a.get("dtype", "float64")
         if dtype not in set(C_TYPES.values()):
             raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported")
+        perturb = a.get("perturb", "element")
+        perturb = {True: "element", False: "none"}.get(perturb, perturb)
+        if perturb not in PERTURB_MODES:
+            raise TaskError(f"{where}: field '{field_name}.perturb' must be one of "
+                            f"{', '.join(PERTURB_MODES)}")
         arrays[aname] = ArraySpec(
             name=aname, shape=tuple(str(s) for s in a["shape"]), dtype=dtype, role=role,
-            low=float(a.get("low", -1.0)), high=float(a.get("high", 1.0)),
-            perturb=bool(a.get("perturb", dtype.startswith("float"))))
+            low=float(a.get("low", -1.0)), high=float(a.get("high", 1.0)), perturb=perturb)
 
     sizes = _need(raw, "sizes", where, dict)
     default = _need(sizes, "default", where, dict)
@@ -193,6 +202,11 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             raise TaskError(f"{where}: field 'arrays.{a.name}.shape': {exc}") from None
 
     reference = _need(raw, "reference", where)
+    if reference.endswith(".py") and not (directory / reference).is_file():
+        raise TaskError(f"{where}: field 'reference' names {reference!r}, which does not exist")
+    generator = raw.get("inputs")
+    if generator is not None and not (directory / str(generator)).is_file():
+        raise TaskError(f"{where}: field 'inputs' names {generator!r}, which does not exist")
     verify = raw.get("verify", {})
     mode = verify.get("mode", "full")
     if mode not in VERIFY_MODES:
@@ -212,6 +226,9 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
     expert = source("expert", False)
     digest = hashlib.sha256(raw_bytes)
     digest.update(baseline.read_bytes())  # the baseline defines speedup, so it is part of the task
+    for extra in (raw.get("inputs"), reference if reference.endswith(".py") else None):
+        if extra:
+            digest.update((directory / str(extra)).read_bytes())
     return Task(
         name=name, directory=directory, language=language, kind=raw.get("kind", ""),
         description=raw.get("description", "").strip(), signature=signature, arrays=arrays,
@@ -219,5 +236,5 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         train_sizes=[dict(s) for s in train], heldout_sizes=[dict(s) for s in heldout],
         verify_mode=mode, rtol=float(verify.get("rtol", 1e-6)),
         atol=float(verify.get("atol", 1e-9)), baseline=baseline, expert=expert,
-        forbidden_calls=tuple(raw.get("forbidden_calls", [])),
+        forbidden_calls=tuple(raw.get("forbidden_calls", [])), generator=generator,
         spec_hash=digest.hexdigest()[:16])
