@@ -217,7 +217,9 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
             ("frequency", f"{info['freq_ghz']:.2f} GHz (measured)" if info.get("freq_ghz")
              else "not measured on this architecture"),
             ("FMA peak, 1 core", f"{info['peak_gflops_1core']:.1f} GFLOP/s"),
-            ("FMA peak, all cores", f"{info['peak_gflops']:.1f} GFLOP/s"),
+            ("FMA peak, all cores", f"{info['peak_gflops']:.1f} GFLOP/s (FP64), "
+                                    f"{info['peak_gflops_fp32']:.1f} GFLOP/s (FP32)"),
+            ("memory bandwidth", f"{info['bandwidth_gbs']:.1f} GB/s (STREAM triad, all cores)"),
             ("BLAS dgemm (NumPy, n=1024)", f"{info['blas_dgemm_gflops']:.1f} GFLOP/s"),
             ("sandbox", sandbox.isolation().describe()),
             ("fingerprint", f"{fp['id']} (measured {info['measured_at']})")]

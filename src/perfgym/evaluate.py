@@ -184,9 +184,10 @@ def _measure(p: Prepared) -> Outcome:
 
     samples = report["samples"]
     timing = Timing.from_samples(samples, report["warmups"], config.cv_target)
-    flops = task.flop_count(size)
+    flops, nbytes = task.flop_count(size), task.byte_count(size)
     gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
-    peak = p.machine.get("peak_gflops")
+    gbps = nbytes / timing.median / 1e9 if timing.median > 0 else math.inf
+    peak = _peak_for(task, p.machine)
     if sum(samples) > result.wall or timing.minimum <= 0:
         return fail(Status.WRONG_ANSWER, "timing implausible: the timed calls add up to more "
                     "than the whole run took (the timer was tampered with)")
@@ -194,11 +195,34 @@ def _measure(p: Prepared) -> Outcome:
         return fail(Status.WRONG_ANSWER, f"timing implausible: {gflops:.1f} GFLOP/s is above "
                     f"{IMPLAUSIBLE_PEAK_FACTOR}x this machine's measured peak ({peak:.1f}); the "
                     "kernel cannot have done the work in that time")
+    roof = roofline(flops, nbytes, peak, p.machine.get("bandwidth_gbs"))
     return _outcome(task, size, config, Status.OK, "", "", p.started, machine=p.machine,
                     techniques=p.techniques, timing=timing, gflops=gflops if flops else None,
-                    gbps=task.byte_count(size) / timing.median / 1e9,
-                    fraction_of_peak=gflops / peak if (peak and flops) else None,
-                    max_error=max_error)
+                    gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
+                    fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
+                    bound=roof[1] if roof else None, max_error=max_error)
+
+
+def _peak_for(task: Task, machine_summary: dict) -> float | None:
+    """The FMA peak in the task's precision (float32 kernels get the FP32 peak)."""
+    outs = [a.dtype for a in task.arrays.values() if a.role == "out"]
+    if outs and outs[0] == "float32":
+        return machine_summary.get("peak_gflops_fp32")
+    return machine_summary.get("peak_gflops")
+
+
+def roofline(flops: float, nbytes: float, peak: float | None,
+             bandwidth: float | None) -> tuple[float, str] | None:
+    """(attainable rate, which roof): GFLOP/s = min(peak, intensity x bandwidth); for kernels
+    that do no arithmetic, GB/s against the bandwidth."""
+    if not bandwidth:
+        return None
+    if not flops:
+        return bandwidth, "memory"
+    if not peak:
+        return None
+    memory_roof = flops / nbytes * bandwidth if nbytes else math.inf
+    return (memory_roof, "memory") if memory_roof < peak else (peak, "compute")
 
 
 def finish(p: Prepared, outcome: Outcome) -> Outcome:
@@ -225,11 +249,11 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
 def ok_message(o: Outcome) -> str:
     t = o.timing
     parts = [f"{o.gflops:.2f} GFLOP/s" if o.gflops is not None else f"{t.median * 1e3:.3f} ms"]
-    parts.append(f"median of {len(t.samples)} calls, CV {t.cv * 100:.1f}%")
+    parts.append(f"median of {len(t.samples)} calls, CV {t.trimmed_cv * 100:.1f}%")
     if o.speedup is not None:
         parts.append(f"{o.speedup:.2f}x naive")
-    if o.fraction_of_peak is not None:
-        parts.append(f"{o.fraction_of_peak * 100:.1f}% of peak")
+    if o.fraction_of_roofline is not None:
+        parts.append(f"{o.fraction_of_roofline * 100:.1f}% of the {o.bound} roof")
     return "; ".join(parts)
 
 

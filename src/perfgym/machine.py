@@ -80,12 +80,12 @@ def fingerprint(compiler: str = "gcc") -> dict[str, Any]:
     return fp
 
 
-def _run_peak_program(args: list[str], compiler: str) -> float:
+def _run_peak_program(args: list[str], compiler: str, defines: tuple[str, ...] = ()) -> float:
     src = resources.files("perfgym.harness").joinpath("peak.c").read_text()
     with tempfile.TemporaryDirectory(prefix="perfgym-machine-") as tmp:
         (Path(tmp) / "peak.c").write_text(src)
-        subprocess.run([compiler, "-O2", "-march=native", "-fopenmp", "peak.c", "-o", "peak"],
-                       cwd=tmp, check=True, capture_output=True)
+        subprocess.run([compiler, "-O2", "-march=native", "-fopenmp", *defines, "peak.c", "-o",
+                        "peak"], cwd=tmp, check=True, capture_output=True)
         out = subprocess.run(["./peak", *args], cwd=tmp, check=True, capture_output=True,
                              text=True, env={**os.environ, "OMP_PROC_BIND": "close",
                                              "OMP_PLACES": "cores"})
@@ -105,6 +105,22 @@ def _blas_dgemm_gflops(n: int = 1024) -> float:
     return 2.0 * n**3 / best / 1e9
 
 
+def _triad_mib(fp: dict[str, Any]) -> int:
+    """Four times the last-level cache per array, between 64 MiB and 256 MiB."""
+    sizes = [_parse_cache(v) for v in fp["caches"].values()]
+    llc = max(sizes, default=32 << 20)
+    return int(min(max(4 * llc, 64 << 20), 256 << 20) >> 20)
+
+
+def _parse_cache(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip()
+    return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text or 0)
+
+
+REQUIRED_KEYS = {"peak_gflops", "peak_gflops_fp32", "bandwidth_gbs", "blas_dgemm_gflops"}
+
+
 def measure(compiler: str = "gcc") -> dict[str, Any]:
     fp = fingerprint(compiler)
     cores = fp["cores"]
@@ -113,7 +129,10 @@ def measure(compiler: str = "gcc") -> dict[str, Any]:
         "freq_ghz": _run_peak_program(["freq"], compiler) or None,
         "peak_gflops_1core": _run_peak_program(["peak", "1"], compiler),
         "peak_gflops": _run_peak_program(["peak", str(cores)], compiler),
+        "peak_gflops_fp32": _run_peak_program(["peak", str(cores)], compiler, ("-DFP32",)),
         "blas_dgemm_gflops": _blas_dgemm_gflops(),
+        # arrays far larger than the last-level cache, so the figure is memory bandwidth
+        "bandwidth_gbs": _run_peak_program(["triad", str(cores), str(_triad_mib(fp))], compiler),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 
@@ -124,7 +143,9 @@ def machine_info(compiler: str = "gcc", refresh: bool = False) -> dict[str, Any]
     path = cache_dir() / "machine" / f"{fp['id']}.json"
     if path.is_file() and not refresh:
         try:
-            return json.loads(path.read_text())
+            info = json.loads(path.read_text())
+            if REQUIRED_KEYS <= set(info):
+                return info
         except json.JSONDecodeError:
             pass
     info = measure(compiler)
@@ -139,4 +160,5 @@ def summary(info: dict[str, Any]) -> dict[str, Any]:
     """The part of machine info every Outcome carries."""
     return {"id": info["fingerprint"]["id"], "cpu": info["fingerprint"]["cpu"],
             "cores": info["fingerprint"]["cores"], "isa": info["fingerprint"]["isa"],
-            "peak_gflops": info["peak_gflops"], "freq_ghz": info.get("freq_ghz")}
+            "peak_gflops": info["peak_gflops"], "peak_gflops_fp32": info["peak_gflops_fp32"],
+            "bandwidth_gbs": info["bandwidth_gbs"], "freq_ghz": info.get("freq_ghz")}

@@ -71,7 +71,10 @@ class Outcome:
     gflops: float | None = None
     gbps: float | None = None
     speedup: float | None = None  # over the task's naive baseline, same size and flags
-    fraction_of_peak: float | None = None  # of this machine's measured FMA peak
+    fraction_of_peak: float | None = None  # of this machine's measured FMA peak (task precision)
+    # of the roofline bound min(peak, intensity x bandwidth); memory-bound tasks judged fairly
+    fraction_of_roofline: float | None = None
+    bound: str | None = None  # "compute" or "memory": which roof applies at this intensity
     max_error: float | None = None
     machine: dict[str, Any] = field(default_factory=dict)  # fingerprint and peak
     config: dict[str, Any] = field(default_factory=dict)  # compiler, flags, threads, verify mode

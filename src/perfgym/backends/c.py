@@ -189,10 +189,11 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
         if a.role != "in":
             continue
         shape = task.shape(a.name, size)
+        low, high = task.bounds(a.name, size)
         if a.dtype.startswith("float"):
-            arrays[a.name] = rng.uniform(a.low, a.high, size=shape).astype(a.dtype)
+            arrays[a.name] = rng.uniform(low, high, size=shape).astype(a.dtype)
         else:
-            arrays[a.name] = rng.integers(int(a.low), int(a.high), size=shape).astype(a.dtype)
+            arrays[a.name] = rng.integers(int(low), int(high), size=shape).astype(a.dtype)
     return arrays
 
 
@@ -234,8 +235,9 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
                 data[name].tofile(workdir / path)
             files.append(path)
         perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
+        low, high = task.bounds(name, size)
         lines.append(f"array {int(spec.role == 'out')} {int(dtype.kind == 'f')} "
-                     f"{perturb} {dtype.itemsize} {count} 64 {spec.low!r} {spec.high!r} "
+                     f"{perturb} {dtype.itemsize} {count} 64 {low!r} {high!r} "
                      f"{files[0]} {files[1]}")
     (workdir / "manifest.txt").write_text("\n".join(lines) + "\n")
 

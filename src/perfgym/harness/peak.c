@@ -1,11 +1,15 @@
 /*
  * Machine micro-benchmarks (trusted code, not a kernel):
- *   peak THREADS  -> best FMA GFLOP/s over all threads, register-resident
+ *   peak THREADS  -> best FMA GFLOP/s over all threads, register-resident (FP64; built with
+ *                    -DFP32: FP32)
  *   freq          -> GHz from a chain of dependent 1-cycle integer adds (x86 only)
+ *   triad THREADS MIB -> best STREAM-triad GB/s, a[i] = b[i] + s*c[i] over arrays of MIB MiB
+ *                    each (24 bytes per element, the STREAM convention)
  * Prints one number.
  */
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -16,8 +20,13 @@
 #else
 #define VEC_BYTES 16
 #endif
-typedef double vec __attribute__((vector_size(VEC_BYTES)));
-#define LANES (VEC_BYTES / 8)
+#ifdef FP32
+typedef float real;
+#else
+typedef double real;
+#endif
+typedef real vec __attribute__((vector_size(VEC_BYTES)));
+#define LANES (VEC_BYTES / (int)sizeof(real))
 #define CHAINS 16 /* independent FMA chains, one named register each: hides FMA latency on two ports */
 
 static double now(void) {
@@ -42,7 +51,7 @@ static double fma_loop(long iters, double seed) {
     }
     vec r = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11 + x12 + x13 + x14 + x15;
     double s = 0;
-    for (int l = 0; l < LANES; l++) s += r[l];
+    for (int l = 0; l < LANES; l++) s += (double)r[l];
     return s;
 }
 
@@ -80,8 +89,35 @@ static double freq(void) {
 #endif
 }
 
+static double triad(int threads, long mib) {
+    long n = mib * 1024 * 1024 / 8;
+    double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double)),
+           *c = malloc(n * sizeof(double));
+    if (!a || !b || !c) return 0;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < n; i++) { /* first touch by the thread that will use the page */
+        a[i] = 0;
+        b[i] = 1;
+        c[i] = 2;
+    }
+    double best = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        double t0 = now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (long i = 0; i < n; i++) a[i] = b[i] + 3.0 * c[i];
+        double gbs = 24.0 * n / (now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    if (a[n / 2] != 7.0) best = 0; /* the loop must have run */
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "freq") == 0) printf("%.4f\n", freq());
+    else if (argc >= 4 && strcmp(argv[1], "triad") == 0) printf("%.4f\n", triad(atoi(argv[2]), atol(argv[3])));
     else if (argc >= 3 && strcmp(argv[1], "peak") == 0) {
         int t = 0;
         sscanf(argv[2], "%d", &t);

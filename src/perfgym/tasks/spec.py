@@ -30,8 +30,8 @@ class ArraySpec:
     shape: tuple[str, ...]  # formulas of the sizes
     dtype: str  # NumPy dtype name
     role: str  # "in" (must be left unchanged) or "out" (garbage on entry, fully written)
-    low: float = -1.0  # inputs are drawn uniformly from [low, high)
-    high: float = 1.0
+    low: str = "-1.0"  # inputs are drawn uniformly from [low, high): numbers or size formulas
+    high: str = "1.0"
     # How the harness changes this input before each timed call so no answer can be replayed:
     # "element" (a random element gets a value in [low, high)), "diagonal" (a random diagonal
     # element grows by that much: keeps SPD/triangular matrices well posed) or "none".
@@ -85,6 +85,10 @@ class Task:
 
     def shape(self, array: str, size: dict[str, int]) -> tuple[int, ...]:
         return tuple(int(evaluate_formula(f, size)) for f in self.arrays[array].shape)
+
+    def bounds(self, array: str, size: dict[str, int]) -> tuple[float, float]:
+        a = self.arrays[array]
+        return float(evaluate_formula(a.low, size)), float(evaluate_formula(a.high, size))
 
     def flop_count(self, size: dict[str, int]) -> float:
         return float(evaluate_formula(self.flops, size))
@@ -159,7 +163,7 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
                             f"{', '.join(PERTURB_MODES)}")
         arrays[aname] = ArraySpec(
             name=aname, shape=tuple(str(s) for s in a["shape"]), dtype=dtype, role=role,
-            low=float(a.get("low", -1.0)), high=float(a.get("high", 1.0)), perturb=perturb)
+            low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)), perturb=perturb)
 
     sizes = _need(raw, "sizes", where, dict)
     default = _need(sizes, "default", where, dict)
@@ -196,10 +200,11 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         except (FormulaError, ZeroDivisionError, OverflowError) as exc:
             raise TaskError(f"{where}: field '{label}': {exc}") from None
     for a in arrays.values():
-        try:
-            [evaluate_formula(f, default) for f in a.shape]
-        except FormulaError as exc:
-            raise TaskError(f"{where}: field 'arrays.{a.name}.shape': {exc}") from None
+        for label, formulas in (("shape", a.shape), ("low", [a.low]), ("high", [a.high])):
+            try:
+                [evaluate_formula(f, default) for f in formulas]
+            except FormulaError as exc:
+                raise TaskError(f"{where}: field 'arrays.{a.name}.{label}': {exc}") from None
 
     reference = _need(raw, "reference", where)
     if reference.endswith(".py") and not (directory / reference).is_file():
