@@ -15,6 +15,7 @@ from . import machine as machine_mod
 from .backends.c import ToolchainError
 from .config import EvalConfig
 from .executors import Request, evaluate_many
+from .multisize import aggregate
 from .outcome import Outcome
 from .rewards import SCHEMES, score
 from .tasks import TaskError, builtin_names, format_size, get_task, parse_size
@@ -32,7 +33,7 @@ class UserError(Exception):
 
 
 def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -61,7 +62,8 @@ def eval_cmd(
     stage: Optional[int] = typer.Option(None, help="optimization stage 1-6 (seed Table I)"),
     opt: str = typer.Option("O3", help="optimization level: O0 O1 O2 O3 Ofast Os"),
     size: list[str] = typer.Option(None, help="size: '256' or 'M=128,N=96,K=200'; repeatable"),
-    sizes: str = typer.Option("default", help="size set: default, train, heldout, all"),
+    sizes: str = typer.Option("default", help="size set: default, train, heldout, all, "
+                              "smallest"),
     verify: Optional[str] = typer.Option(None, help="full or sampled (105 points); default: the "
                                          "task's"),
     threads: Optional[int] = typer.Option(None, help="OpenMP threads (default: all cores)"),
@@ -149,45 +151,53 @@ def _print_outcomes(requests: list[Request], outcomes: list[Outcome], rewards: l
             if o.cached:
                 extra += "  (cached)"
             console.print(f"    {extra}", style="dim", highlight=False)
-        ok = [outcomes[i] for i in idx if outcomes[i].ok and outcomes[i].gflops]
         if len(idx) > 1:
-            summary = f"{len(ok)}/{len(idx)} sizes OK"
-            if ok:
-                gm = math.exp(sum(math.log(o.gflops) for o in ok) / len(ok))
-                summary += f"; geometric mean {gm:.2f} GFLOP/s over the OK sizes"
-            console.print(f"[bold]{summary}[/]", highlight=False)
+            folded = aggregate([outcomes[i] for i in idx])
+            colour = "green" if folded.ok else "red"
+            console.print(f"[bold {colour}]{folded.message}[/]", highlight=False, markup=True)
 
 
 @tasks_app.callback()
 @_guard
 def tasks_list(ctx: typer.Context,
                as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
-    """List the built-in tasks."""
+    """List the built-in tasks, with this machine's naive/expert figures from `bench-suite`."""
     if ctx.invoked_subcommand:
         return
+    from .suite import listing_figures
+    figures = listing_figures(machine_mod.fingerprint()["id"])
     rows = []
     for name in builtin_names():
         t = get_task(name)
+        measured = figures.get(t.name, {}).get(format_size(t.default_size), {})
         rows.append({"name": t.name, "kind": t.kind, "entry": t.entry,
                      "default_size": t.default_size,
                      "sizes": [format_size(s) for s in t.sizes("all")],
+                     "naive": measured.get("naive"), "expert": measured.get("expert"),
                      "path": str(t.directory)})
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table("task", "kind", "entry", "sizes")
+    table = Table("task", "kind", "default size", "sizes", "naive", "expert")
     for r in rows:
-        table.add_row(r["name"], r["kind"], r["entry"], "; ".join(r["sizes"]))
+        table.add_row(r["name"], r["kind"], format_size(r["default_size"]), str(len(r["sizes"])),
+                      r["naive"] or "-", r["expert"] or "-")
     console.print(table)
+    if not figures:
+        console.print("naive/expert figures appear after `perfgym bench-suite` on this machine",
+                      style="dim")
 
 
 @tasks_app.command("show")
 @_guard
-def tasks_show(name: str = typer.Argument(..., help="task name or directory")) -> None:
-    """Print a task's spec."""
+def tasks_show(name: str = typer.Argument(..., help="task name or directory"),
+               stage: Optional[int] = typer.Option(None, help="stage for the prompt (1-6)")) -> None:
+    """Print a task's spec and the prompt a model would see."""
+    from .prompts import generate_prompt
     t = get_task(name)
+    if stage is not None and stage not in range(1, 7):
+        raise UserError(f"stage {stage} does not exist: stages are 1-6")
     console.print(f"[bold]{t.name}[/] ({t.kind})  {t.directory}", highlight=False)
-    console.print(t.description, highlight=False)
     console.print(f"entry: {t.entry}", highlight=False, markup=False)
     console.print(f"FLOPs: {t.flops}   bytes: {t.bytes}   reference: {t.reference}",
                   highlight=False, markup=False)
@@ -196,6 +206,55 @@ def tasks_show(name: str = typer.Argument(..., help="task name or directory")) -
     for label in ("train", "heldout"):
         console.print(f"{label} sizes: " + "; ".join(format_size(s) for s in t.sizes(label)),
                       highlight=False)
+    console.rule("prompt")
+    info = machine_mod.machine_info()
+    console.print(generate_prompt(t, stage, info), highlight=False, markup=False)
+
+
+@tasks_app.command("new")
+@_guard
+def tasks_new(name: str = typer.Argument(..., help="task name (a C identifier)"),
+              directory: Path = typer.Option(Path("."), "--dir", help="where to create it")) -> None:
+    """Create a task directory (a working example to edit)."""
+    from .tasks.scaffold import scaffold
+    path = scaffold(name, directory)
+    console.print(f"created {path}: edit task.toml, naive.c and expert.c, then run "
+                  f"`perfgym eval --task {path}`", highlight=False)
+
+
+@app.command("bench-suite")
+@_guard
+def bench_suite(
+    tasks: Optional[str] = typer.Option(None, help="comma-separated task names (default: all)"),
+    sizes: str = typer.Option("default", help="size set: default, train, heldout, all, smallest"),
+    out: Path = typer.Option(Path("suite-results"), help="directory for suite.md and suite.json"),
+    timeout: float = typer.Option(60.0, help="seconds a run may take (naive kernels at large "
+                                  "sizes are slow)"),
+    blas: bool = typer.Option(True, help="also compare the dgemm expert with NumPy's BLAS at "
+                              "n=1024"),
+    as_json: bool = typer.Option(False, "--json", help="print the JSON report"),
+) -> None:
+    """Run every task's naive and expert kernels; write a Markdown and a JSON table."""
+    from .suite import blas_comparison, run_suite, save_for_listing, write_report
+    names = [n.strip() for n in tasks.split(",")] if tasks else builtin_names()
+    task_list = [get_task(n) for n in names]
+    config = EvalConfig(timeout=timeout, use_cache=False)
+    info = machine_mod.machine_info()
+    rows = run_suite(task_list, sizes, config, progress=not as_json and sys.stderr.isatty())
+    comparison = blas_comparison(get_task("dgemm"), config) if blas and "dgemm" in names else None
+    command = "perfgym bench-suite " + " ".join(sys.argv[2:])
+    md, js = write_report(rows, out, info, comparison, command.strip())
+    save_for_listing(rows, info["fingerprint"]["id"])
+    if as_json:
+        print(js.read_text())
+        return
+    console.print(md.read_text(), highlight=False, markup=False)
+    bad = [f"{r.task} {format_size(r.size)}" for r in rows
+           if not r.naive.ok or (r.expert is not None and not r.expert.ok)]
+    if bad:
+        err_console.print(f"[bold red]not OK:[/] {'; '.join(bad)}", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"wrote {md} and {js}", style="dim", highlight=False)
 
 
 @app.command("machine")

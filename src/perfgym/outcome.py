@@ -80,6 +80,7 @@ class Outcome:
     config: dict[str, Any] = field(default_factory=dict)  # compiler, flags, threads, verify mode
     elapsed: float = 0.0  # wall seconds the whole evaluation took
     cached: bool = False
+    per_size: list[dict[str, Any]] = field(default_factory=list)  # set when sizes are folded
 
     @property
     def ok(self) -> bool:

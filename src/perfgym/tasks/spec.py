@@ -73,6 +73,8 @@ class Task:
             return self.train_sizes
         if which == "heldout":
             return self.heldout_sizes
+        if which == "smallest":  # the size with the least data: quick checks
+            return [min(self.sizes("all"), key=self.total_bytes)]
         if which == "all":
             seen, out = set(), []
             for s in [self.default_size, *self.train_sizes, *self.heldout_sizes]:
@@ -81,7 +83,13 @@ class Task:
                     seen.add(key)
                     out.append(s)
             return out
-        raise TaskError(f"size set {which!r} is not one of default, train, heldout, all")
+        raise TaskError(f"size set {which!r} is not one of default, train, heldout, all, "
+                        "smallest")
+
+    def total_bytes(self, size: dict[str, int]) -> int:
+        import numpy as np
+        return sum(np.dtype(a.dtype).itemsize * int(np.prod(self.shape(a.name, size)))
+                   for a in self.arrays.values())
 
     def shape(self, array: str, size: dict[str, int]) -> tuple[int, ...]:
         return tuple(int(evaluate_formula(f, size)) for f in self.arrays[array].shape)

@@ -1,0 +1,51 @@
+"""Prompt templates: what a model is asked. Templates are text files with {placeholders};
+users can override any of them from a directory of their own."""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..checks.source import ALLOWED_HEADERS
+from ..checks.stages import describe_stage
+from ..tasks import Task, format_size
+
+
+def template(name: str, override_dir: Path | None = None) -> str:
+    if override_dir and (override_dir / f"{name}.txt").is_file():
+        return (override_dir / f"{name}.txt").read_text()
+    return resources.files("perfgym.prompts").joinpath("templates", f"{name}.txt").read_text()
+
+
+def machine_facts(machine: dict[str, Any] | None) -> str:
+    if not machine:
+        return "an x86-64 or ARM CPU"
+    fp = machine.get("fingerprint", machine)
+    parts = [f"{fp.get('cpu', 'CPU')}, {fp.get('cores')} cores",
+             "ISA: " + " ".join(fp.get("isa", []))]
+    if fp.get("caches"):
+        parts.append("caches: " + ", ".join(f"{k} {v}" for k, v in fp["caches"].items()))
+    if machine.get("peak_gflops"):
+        parts.append(f"measured FP64 FMA peak {machine['peak_gflops']:.0f} GFLOP/s")
+    if machine.get("bandwidth_gbs"):
+        parts.append(f"memory bandwidth {machine['bandwidth_gbs']:.0f} GB/s")
+    return "; ".join(parts)
+
+
+def stage_rules(stage: int | None) -> str:
+    if stage is None:
+        return "Any optimization technique is allowed."
+    allowed, forbidden = describe_stage(stage)
+    text = f"Optimization stage {stage}: allowed techniques: {', '.join(allowed)}."
+    if forbidden:
+        text += f" Do NOT use: {', '.join(forbidden)} (a kernel that does is rejected)."
+    return text
+
+
+def generate_prompt(task: Task, stage: int | None = None, machine: dict | None = None,
+                    size: dict[str, int] | None = None, override_dir: Path | None = None) -> str:
+    """The prompt that asks a model for a fast kernel for `task` from scratch."""
+    return template("generate", override_dir).format(
+        description=task.description, entry=task.entry,
+        size=format_size(size or task.default_size), stage_rules=stage_rules(stage),
+        machine=machine_facts(machine), headers=", ".join(sorted(ALLOWED_HEADERS)))
