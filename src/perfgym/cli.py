@@ -279,6 +279,8 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
             ("FMA peak, all cores", f"{info['peak_gflops']:.1f} GFLOP/s (FP64), "
                                     f"{info['peak_gflops_fp32']:.1f} GFLOP/s (FP32)"),
             ("memory bandwidth", f"{info['bandwidth_gbs']:.1f} GB/s (STREAM triad, all cores)"),
+            ("bandwidth by footprint", "  ".join(f"{b / 2**20:g} MiB: {g:.0f}"
+                                                 for b, g in info["bandwidth_curve"])),
             ("BLAS dgemm (NumPy, n=1024)", f"{info['blas_dgemm_gflops']:.1f} GFLOP/s"),
             ("sandbox", sandbox.isolation().describe()),
             ("fingerprint", f"{fp['id']} (measured {info['measured_at']})")]

@@ -195,7 +195,9 @@ def _measure(p: Prepared) -> Outcome:
         return fail(Status.WRONG_ANSWER, f"timing implausible: {gflops:.1f} GFLOP/s is above "
                     f"{IMPLAUSIBLE_PEAK_FACTOR}x this machine's measured peak ({peak:.1f}); the "
                     "kernel cannot have done the work in that time")
-    roof = roofline(flops, nbytes, peak, p.machine.get("bandwidth_gbs"))
+    # the bandwidth roof for this working set: a cache-resident one streams faster than DRAM
+    bandwidth = machine.bandwidth_for(p.machine, task.total_bytes(size))
+    roof = roofline(flops, nbytes, peak, bandwidth)
     return _outcome(task, size, config, Status.OK, "", "", p.started, machine=p.machine,
                     techniques=p.techniques, timing=timing, gflops=gflops if flops else None,
                     gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,

@@ -6,6 +6,7 @@ GFLOP/s figure is never separated from where it was taken.
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import os
 import platform
@@ -107,7 +108,7 @@ def _blas_dgemm_gflops(n: int = 1024) -> float:
 
 def _triad_mib(fp: dict[str, Any]) -> int:
     """Four times the last-level cache per array, between 64 MiB and 256 MiB."""
-    sizes = [_parse_cache(v) for v in fp["caches"].values()]
+    sizes = [_parse_cache(v) for v in fp.get("caches", {}).values()]
     llc = max(sizes, default=32 << 20)
     return int(min(max(4 * llc, 64 << 20), 256 << 20) >> 20)
 
@@ -118,7 +119,27 @@ def _parse_cache(text: str) -> int:
     return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text or 0)
 
 
-REQUIRED_KEYS = {"peak_gflops", "peak_gflops_fp32", "bandwidth_gbs", "blas_dgemm_gflops"}
+REQUIRED_KEYS = {"peak_gflops", "peak_gflops_fp32", "bandwidth_gbs", "bandwidth_curve",
+                 "blas_dgemm_gflops"}
+CURVE_KIB = (64, 256, 1024, 4096, 16384, 65536)  # per triad array; footprint is 3x
+
+
+def bandwidth_for(info: dict[str, Any], footprint: float) -> float | None:
+    """Triad bandwidth for a working set of `footprint` bytes: interpolated (in log size)
+    between measured footprints, the memory figure beyond the largest."""
+    points = sorted(info.get("bandwidth_curve") or [])
+    dram = info.get("bandwidth_gbs")
+    if dram:
+        points.append([info.get("bandwidth_footprint", 3 << 28), dram])
+    if not points:
+        return None
+    if footprint <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if footprint <= x1:
+            w = (math.log(footprint) - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return y0 + w * (y1 - y0)
+    return points[-1][1]
 
 
 def measure(compiler: str = "gcc") -> dict[str, Any]:
@@ -132,7 +153,13 @@ def measure(compiler: str = "gcc") -> dict[str, Any]:
         "peak_gflops_fp32": _run_peak_program(["peak", str(cores)], compiler, ("-DFP32",)),
         "blas_dgemm_gflops": _blas_dgemm_gflops(),
         # arrays far larger than the last-level cache, so the figure is memory bandwidth
-        "bandwidth_gbs": _run_peak_program(["triad", str(cores), str(_triad_mib(fp))], compiler),
+        "bandwidth_gbs": _run_peak_program(["triad", str(cores), str(_triad_mib(fp) * 1024)],
+                                           compiler),
+        "bandwidth_footprint": 3 * (_triad_mib(fp) << 20),
+        # and at smaller footprints, for kernels whose working set stays in a cache
+        "bandwidth_curve": [[3 * kib * 1024, _run_peak_program(["triad", str(cores), str(kib)],
+                                                               compiler)]
+                            for kib in CURVE_KIB],
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 
@@ -161,4 +188,6 @@ def summary(info: dict[str, Any]) -> dict[str, Any]:
     return {"id": info["fingerprint"]["id"], "cpu": info["fingerprint"]["cpu"],
             "cores": info["fingerprint"]["cores"], "isa": info["fingerprint"]["isa"],
             "peak_gflops": info["peak_gflops"], "peak_gflops_fp32": info["peak_gflops_fp32"],
-            "bandwidth_gbs": info["bandwidth_gbs"], "freq_ghz": info.get("freq_ghz")}
+            "bandwidth_gbs": info["bandwidth_gbs"], "bandwidth_curve": info["bandwidth_curve"],
+            "bandwidth_footprint": info.get("bandwidth_footprint"),
+            "freq_ghz": info.get("freq_ghz")}

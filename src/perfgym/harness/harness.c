@@ -166,7 +166,12 @@ static void perturb_inputs(void) {
     }
 }
 
-static void check_call(int set, const char *phase) {
+/* Bytes next to every array are checked after every call (cheap). Inputs are compared with
+ * their pristine copies only when `full`: that reads twice the inputs and would flush the
+ * kernel's working set from the caches between timed calls. A change to an input persists, so
+ * the full checks (first call, the secretly chosen timed call, after the last timed call, the
+ * second input set) still see any change the kernel leaves behind. */
+static void check_call(int set, const char *phase, int full) {
     if (violation[0]) return; /* keep the first one */
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
@@ -174,7 +179,7 @@ static void check_call(int set, const char *phase) {
             snprintf(violation, sizeof violation, "%s array %d wrote outside its bounds", phase, i);
             return;
         }
-        if (!a->is_output && memcmp(a->buf[set], a->pristine[set], a->bytes) != 0) {
+        if (full && !a->is_output && memcmp(a->buf[set], a->pristine[set], a->bytes) != 0) {
             snprintf(violation, sizeof violation, "%s array %d input modified", phase, i);
             return;
         }
@@ -243,7 +248,7 @@ int main(int argc, char **argv) {
     /* 1. correctness on set 1 */
     prepare_call(0);
     pg_call(call_args[0], sizes);
-    check_call(0, "first call:");
+    check_call(0, "first call:", 1);
     unsigned char *first_out[MAX_ARRAYS] = {0};
     for (int i = 0; i < n_arrays; i++)
         if (arrays[i].is_output) {
@@ -258,7 +263,7 @@ int main(int argc, char **argv) {
         perturb_inputs();
         prepare_call(0);
         pg_call(call_args[0], sizes);
-        check_call(0, "warm-up:");
+        check_call(0, "warm-up:", 0);
         warmups++;
     }
     int chosen = (int)(rng_next() % (uint64_t)s_min);
@@ -271,7 +276,7 @@ int main(int argc, char **argv) {
         pg_call(call_args[0], sizes);
         double t1 = now();
         samples[n] = t1 - t0;
-        check_call(0, "timed call:");
+        check_call(0, "timed call:", n == chosen);
         if (n == chosen)
             for (int i = 0; i < n_arrays; i++)
                 memcpy(arrays[i].snapshot, arrays[i].buf[0], arrays[i].bytes);
@@ -281,11 +286,12 @@ int main(int argc, char **argv) {
         if (n >= s_min && trimmed_cv(samples, n) <= cv_target) break;
         if (n > chosen && spent >= t_max && (n >= 3 || spent >= 3 * t_max)) break;
     }
+    check_call(0, "timed call:", 1);
 
     /* 3. correctness on set 2 */
     prepare_call(1);
     pg_call(call_args[1], sizes);
-    check_call(1, "second input set:");
+    check_call(1, "second input set:", 1);
 
     /* Only now, with every kernel call finished, touch files. */
     char path[64];
