@@ -290,6 +290,153 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
     console.print(table)
 
 
+class _LiveView:
+    """Iteration, candidates evaluated, best GFLOP/s so far and the status mix, kept current."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.live import Live
+        self.counts: dict[str, int] = {}
+        self.best: float | None = None
+        self.iteration = 0
+        self.live = Live(self._render(), console=err_console, refresh_per_second=4,
+                         transient=False) if enabled else None
+
+    def _render(self):
+        table = Table("iteration", "evaluated", "best GFLOP/s", "status mix")
+        table.add_row(str(self.iteration), str(sum(self.counts.values())),
+                      f"{self.best:.2f}" if self.best else "-",
+                      " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items())))
+        return table
+
+    def update(self, candidate) -> None:
+        self.iteration = candidate.iteration
+        self.counts[candidate.status] = self.counts.get(candidate.status, 0) + 1
+        if candidate.ok and candidate.gflops and (self.best is None or candidate.gflops > self.best):
+            self.best = candidate.gflops
+        if self.live:
+            self.live.update(self._render())
+
+    def __enter__(self):
+        if self.live:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live:
+            self.live.stop()
+
+
+@app.command("search")
+@_guard
+def search_cmd(
+    task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
+    algo: str = typer.Option("sqd", help="sqd, refine or best-of-n"),
+    policy: str = typer.Option("openai", help="openai, hf or replay"),
+    model: Optional[str] = typer.Option(None, help="model name (openai policy)"),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL "
+                                           "(default: $OPENAI_BASE_URL)"),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable with the key"),
+    model_path: Optional[Path] = typer.Option(None, help="local model directory (hf policy)"),
+    replay: Optional[Path] = typer.Option(None, help="JSONL of completions (replay policy)"),
+    run_dir: Path = typer.Option(Path("runs/latest"), help="where the run store lives"),
+    resume: bool = typer.Option(False, help="continue the run in --run-dir"),
+    iterations: int = typer.Option(3, help="SQD iterations"),
+    g: int = typer.Option(4, "--G", help="children per node (SQD)"),
+    ratios: str = typer.Option("0.4,0.3,0.3", help="SQD top,middle,error shares"),
+    stages: str = typer.Option("1,2,3,4,5,6", help="SQD stages"),
+    n: int = typer.Option(8, help="samples (best-of-n)"),
+    turns: int = typer.Option(4, help="turns per chain (refine)"),
+    chains: int = typer.Option(1, help="parallel chains (refine)"),
+    stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n"),
+    reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
+    opt: str = typer.Option("O3", help="optimization level of the benchmark"),
+    temperature: float = typer.Option(1.0),
+    max_tokens: int = typer.Option(2048),
+    concurrency: int = typer.Option(8, help="requests in flight (openai policy)"),
+    as_json: bool = typer.Option(False, "--json", help="print the best candidate as JSON"),
+) -> None:
+    """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
+    import os
+    from .policies import PolicyError, make_policy
+    from .search import SQD, BestOfN, Engine, Refine, SQDConfig
+    from .store import RunStore
+
+    if algo not in ("sqd", "refine", "best-of-n"):
+        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n")
+    if reward not in SCHEMES:
+        raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    t = get_task(task)
+    try:
+        ratio_values = tuple(float(x) for x in ratios.split(","))
+        stage_values = tuple(int(x) for x in stages.split(","))
+    except ValueError:
+        raise UserError("--ratios takes three numbers and --stages integers, comma-separated")
+    config = {"task": t.name, "algo": algo, "policy": policy, "model": model or (
+        str(model_path) if model_path else None), "iterations": iterations, "G": g,
+        "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
+        "chains": chains, "stage": stage, "reward": reward, "opt": opt,
+        "sampling": {"temperature": temperature, "max_tokens": max_tokens}}
+    if RunStore.exists(run_dir) and not resume:
+        raise UserError(f"{run_dir} already holds a run: pass --resume to continue it or choose "
+                        "another --run-dir")
+    store = RunStore(run_dir)
+    if resume and store.config() not in (None, config):
+        raise UserError(f"{run_dir} was started with other settings; resume with the same "
+                        "options (see `perfgym report`)")
+    store.set_config(config)
+    try:
+        pol = make_policy(policy, model=model, base_url=base_url,
+                          api_key=os.environ.get(api_key_env), model_path=model_path,
+                          path=replay, concurrency=concurrency)
+    except (PolicyError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    if policy == "replay" and replay is None:
+        raise UserError("the replay policy needs --replay FILE")
+    info = machine_mod.machine_info()
+    with _LiveView(not as_json and sys.stderr.isatty()) as view:
+        engine = Engine(store, pol, t, EvalConfig(opt=opt), reward,
+                        {"temperature": temperature, "max_tokens": max_tokens}, info,
+                        on_result=view.update)
+        try:
+            if algo == "sqd":
+                best = SQD(engine, SQDConfig(iterations, g, ratio_values, stage_values)).run()
+            elif algo == "refine":
+                best = Refine(engine, turns, chains, stage).run()
+            else:
+                best = BestOfN(engine, n, stage).run()
+        except PolicyError as exc:
+            raise UserError(f"{exc} (the run is saved; rerun with --resume)") from None
+    store.event("search_done")
+    if as_json:
+        print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
+                          "best_id": best.id if best else None}, indent=2))
+        return
+    if best is None:
+        console.print(f"no correct kernel yet; the run is in {run_dir}", highlight=False)
+    else:
+        console.print(f"best: #{best.id} (iteration {best.iteration}, stage {best.stage}) "
+                      f"{best.outcome['message']}", highlight=False)
+        console.print(f"run store: {store.path}; `perfgym report {run_dir}` for plots",
+                      style="dim", highlight=False)
+
+
+@app.command("report")
+@_guard
+def report_cmd(run_dir: Path = typer.Argument(..., help="a run directory from `perfgym search`"),
+               out: Optional[Path] = typer.Option(None, help="output directory (default: "
+                                                  "RUN_DIR/report)")) -> None:
+    """Write PNG plots and a Markdown summary of a run."""
+    from .report import write_plots, write_summary
+    from .store import RunStore
+    if not RunStore.exists(run_dir):
+        raise UserError(f"{run_dir} holds no run (no {RunStore.FILE})")
+    store = RunStore(run_dir)
+    target = out or run_dir / "report"
+    plots = write_plots(store, target)
+    summary = write_summary(store, target, plots)
+    console.print(f"wrote {summary} and {', '.join(p.name for p in plots)}", highlight=False)
+
+
 def main() -> None:
     app()
 

@@ -49,3 +49,40 @@ def generate_prompt(task: Task, stage: int | None = None, machine: dict | None =
         description=task.description, entry=task.entry,
         size=format_size(size or task.default_size), stage_rules=stage_rules(stage),
         machine=machine_facts(machine), headers=", ".join(sorted(ALLOWED_HEADERS)))
+
+
+OPS = ("generate", "improve", "deepen", "repair")
+
+
+def feedback(outcome: dict[str, Any] | None) -> str:
+    """The measured outcome, as a model should read it."""
+    if not outcome:
+        return "not measured yet"
+    status = outcome["status"]
+    if status == "OK":
+        lines = [f"correct; {outcome.get('message') or ''}".rstrip("; ")]
+        if outcome.get("techniques"):
+            lines.append("techniques detected: " + ", ".join(outcome["techniques"]))
+        return "\n".join(lines)
+    lines = [f"{status}: {outcome.get('message', '')}"]
+    details = (outcome.get("details") or "").strip()
+    if details:
+        lines += details.splitlines()[:12]
+    return "\n".join(lines)
+
+
+def expand_prompt(task: Task, op: str, parent_code: str | None = None,
+                  parent_outcome: dict[str, Any] | None = None, stage: int | None = None,
+                  machine: dict | None = None, size: dict[str, int] | None = None,
+                  override_dir: Path | None = None) -> str:
+    """The prompt for one search step: generate from scratch, or improve / deepen / repair a
+    parent with its code and measured outcome."""
+    if op not in OPS:
+        raise ValueError(f"prompt op {op!r} is not one of {', '.join(OPS)}")
+    if op == "generate" or parent_code is None:
+        return generate_prompt(task, stage, machine, size, override_dir)
+    return template(op, override_dir).format(
+        description=task.description, entry=task.entry, parent_code=parent_code.strip(),
+        feedback=feedback(parent_outcome), size=format_size(size or task.default_size),
+        stage_rules=stage_rules(stage), machine=machine_facts(machine),
+        headers=", ".join(sorted(ALLOWED_HEADERS)))

@@ -1,0 +1,32 @@
+"""Policies: who writes the code. One interface:
+
+    generate(prompts: list[str], n: int, **sampling) -> list[list[str]]
+
+n completions for each prompt, in prompt order.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Policy(Protocol):
+    name: str
+
+    def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]: ...
+
+
+class PolicyError(RuntimeError):
+    """The policy cannot produce completions (server down, bad model path); a user can fix it."""
+
+
+def make_policy(kind: str, **options: Any) -> Policy:
+    if kind == "openai":
+        from .openai_compat import OpenAIPolicy
+        return OpenAIPolicy(**options)
+    if kind == "hf":
+        from .hf import HFPolicy
+        return HFPolicy(**options)
+    if kind == "replay":
+        from .replay import ReplayPolicy
+        return ReplayPolicy(**options)
+    raise ValueError(f"policy {kind!r} is not one of openai, hf, replay")

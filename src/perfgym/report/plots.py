@@ -1,0 +1,83 @@
+"""Plots of a run, in the style of seed 000 Fig. 7/8: mean reward and max GFLOP/s per
+iteration, the status mix per stage, and the best kernel's lineage."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from ..outcome import Status
+from ..store import RunStore
+
+STATUS_COLOURS = {
+    "OK": "#2ca02c", "WRONG_ANSWER": "#ff7f0e", "RUNTIME_ERROR": "#d62728",
+    "TIMEOUT": "#9467bd", "COMPILE_ERROR": "#8c564b", "STAGE_VIOLATION": "#e377c2",
+    "LIBRARY_VIOLATION": "#7f7f7f", "FORMAT_ERROR": "#bcbd22",
+}
+
+
+def write_plots(store: RunStore, out: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    cands = [c for c in store.candidates() if not c.pending and c.op != "seed"]
+    by_iter = defaultdict(list)
+    for c in cands:
+        by_iter[c.iteration].append(c)
+    iters = sorted(by_iter)
+    paths = []
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    mean_reward = [sum(c.reward for c in by_iter[t]) / len(by_iter[t]) for t in iters]
+    ax1.plot(iters, mean_reward, marker="o")
+    ax1.set(title="Mean reward per iteration", xlabel="iteration", ylabel="mean reward")
+    max_rate = [max((c.gflops or 0.0 for c in by_iter[t] if c.ok), default=0.0) for t in iters]
+    ax2.plot(iters, max_rate, marker="o", color="#2ca02c")
+    ax2.set(title="Max GFLOP/s per iteration", xlabel="iteration", ylabel="GFLOP/s")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.set_xticks(iters)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "progress.png"))
+
+    stages = sorted({c.stage for c in cands if c.stage is not None}) or [None]
+    counts = {s: Counter(c.status for c in cands if c.stage == s) for s in stages}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = [0] * len(stages)
+    labels = [f"stage {s}" if s is not None else "no stage" for s in stages]
+    for status in [s.value for s in Status]:
+        heights = [counts[s].get(status, 0) for s in stages]
+        if any(heights):
+            ax.bar(labels, heights, bottom=bottom, label=status, color=STATUS_COLOURS[status])
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set(title="Status of candidates per stage", ylabel="candidates")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "status_by_stage.png"))
+
+    best = store.best()
+    if best is not None:
+        chain = store.lineage(best.id)
+        fig, ax = plt.subplots(figsize=(7, 4))
+        xs = [c.iteration for c in chain]
+        ys = [c.gflops or 0.0 for c in chain]
+        ax.plot(xs, ys, marker="o")
+        for c, x, y in zip(chain, xs, ys):
+            stage = f" s{c.stage}" if c.stage is not None else ""
+            ax.annotate(f"#{c.id} {c.op}{stage}\n{c.status}", (x, y), fontsize=7,
+                        textcoords="offset points", xytext=(4, 6))
+        ax.set(title=f"Lineage of the best kernel (#{best.id})", xlabel="iteration",
+               ylabel="GFLOP/s (0 = failed)")
+        ax.set_xticks(sorted(set(xs)))
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        paths.append(_save(fig, out / "best_lineage.png"))
+    return paths
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,54 @@
+"""A Markdown summary of a run: what ran, how it went, the best kernel and its metrics."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from ..metrics import pass_at_k, speedup_at_k
+from ..store import RunStore
+
+
+def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
+    config = store.config() or {}
+    cands = [c for c in store.candidates() if not c.pending and c.op != "seed"]
+    n, c_ok = len(cands), sum(c.ok for c in cands)
+    lines = [f"# Run {store.dir.name}", ""]
+    lines += [f"- {k}: `{v}`" for k, v in sorted(config.items()) if k != "sampling"]
+    lines += ["", f"{n} candidates evaluated, {c_ok} correct.", ""]
+    statuses = Counter(c.status for c in cands)
+    lines += ["| status | candidates |", "| --- | --- |"]
+    lines += [f"| {s} | {k} |" for s, k in statuses.most_common()]
+    if n:
+        base = _baseline_time(store)
+        times = [c.outcome["timing"]["median"] if c.ok and c.outcome.get("timing") else None
+                 for c in cands]
+        lines += ["", "| k | pass@k | speedup@k over naive |", "| --- | --- | --- |"]
+        for k in sorted({1, 5, 10, n} & set(range(1, n + 1))):
+            sp = f"{speedup_at_k(base, times, k):.2f}" if base else "-"
+            lines.append(f"| {k} | {pass_at_k(n, c_ok, k):.3f} | {sp} |")
+    best = store.best()
+    if best is not None:
+        o = best.outcome
+        lines += ["", f"## Best kernel: #{best.id} (iteration {best.iteration}, "
+                  f"stage {best.stage}, {best.op})", "", o.get("message", ""), "",
+                  "Lineage: " + " -> ".join(f"#{c.id} {c.op} ({c.status})"
+                                             for c in store.lineage(best.id)), "",
+                  "```c", _code(best.completion), "```"]
+    lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
+    path = out / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _baseline_time(store: RunStore) -> float | None:
+    """The naive kernel's median time, from the seed (SQD) or any candidate's speedup."""
+    for c in store.candidates():
+        if c.ok and c.outcome.get("speedup") and c.outcome.get("timing"):
+            return c.outcome["timing"]["median"] * c.outcome["speedup"]
+    return None
+
+
+def _code(completion: str) -> str:
+    from ..extract import _FENCE
+    blocks = _FENCE.findall(completion)
+    return blocks[-1][1].strip() if blocks else completion.strip()

@@ -1,0 +1,7 @@
+"""Search loops that use the gym: SQD, refine, best-of-n. All resumable from the run store."""
+from .best_of_n import BestOfN
+from .engine import Engine, Step
+from .refine import Refine
+from .sqd import SQD, SQDConfig, select
+
+__all__ = ["SQD", "BestOfN", "Engine", "Refine", "SQDConfig", "Step", "select"]

@@ -1,0 +1,97 @@
+"""What every search shares: turn planned steps into stored, evaluated, rewarded candidates.
+
+A step is one child to produce: its slot, iteration, stage, parent and op. `run_steps` asks the
+policy only for steps whose slot is not in the store yet, stores the completions as pending,
+evaluates everything pending through the executor, and rewards each group of siblings (same
+parent and op: the group GRPO compares). Running it again on the same steps changes nothing.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..config import EvalConfig
+from ..executors import Request, evaluate_many
+from ..outcome import Outcome
+from ..policies import Policy
+from ..prompts import expand_prompt
+from ..rewards import score
+from ..store import Candidate, RunStore
+from ..tasks import Task
+
+
+@dataclass(frozen=True)
+class Step:
+    slot: str
+    iteration: int
+    stage: int | None  # the child's stage (its rules are enforced); None: no stage rules
+    parent: Candidate | None  # None: generate from the task alone
+    op: str  # generate | improve | deepen | repair
+
+    @property
+    def group(self) -> tuple:
+        return (self.iteration, self.parent.id if self.parent else None, self.op, self.stage)
+
+
+@dataclass
+class Engine:
+    store: RunStore
+    policy: Policy
+    task: Task
+    eval_config: EvalConfig = field(default_factory=EvalConfig)
+    reward: str = "tiered"
+    sampling: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] | None = None
+    on_result: Callable[[Candidate], None] | None = None
+
+    def prompt(self, step: Step) -> str:
+        return expand_prompt(self.task, step.op, step.parent.completion if step.parent else None,
+                             step.parent.outcome if step.parent else None, step.stage,
+                             self.machine)
+
+    def run_steps(self, steps: list[Step]) -> list[Candidate]:
+        self._generate_missing(steps)
+        self._evaluate_pending(steps)
+        self._reward_groups(steps)
+        return [self.store.by_slot(s.slot) for s in steps]
+
+    def _generate_missing(self, steps: list[Step]) -> None:
+        missing = [s for s in steps if self.store.by_slot(s.slot) is None]
+        by_prompt: dict[str, list[Step]] = defaultdict(list)
+        for s in missing:
+            by_prompt[self.prompt(s)].append(s)
+        by_count: dict[int, list[str]] = defaultdict(list)  # the policy takes one n per call
+        for prompt, group in by_prompt.items():
+            by_count[len(group)].append(prompt)
+        for n, prompts in by_count.items():
+            completions = self.policy.generate(prompts, n, **self.sampling)
+            for prompt, texts in zip(prompts, completions):
+                for step, text in zip(by_prompt[prompt], texts):
+                    self.store.add_pending(step.slot, step.iteration, step.stage,
+                                           step.parent.id if step.parent else None, step.op,
+                                           self.policy.name, prompt, text)
+
+    def _evaluate_pending(self, steps: list[Step]) -> None:
+        pending = [c for c in (self.store.by_slot(s.slot) for s in steps) if c.pending]
+        if not pending:
+            return
+        requests = [Request(self.task, c.completion, None,
+                            self.eval_config.replace(stage=c.stage), tag=c.id) for c in pending]
+
+        def record(i: int, outcome: Outcome) -> None:
+            # stored the moment it is known: a kill loses at most the evaluations in flight
+            self.store.complete(pending[i].id, outcome.to_dict(), float("nan"))
+            if self.on_result:
+                self.on_result(self.store.get(pending[i].id))
+
+        evaluate_many(requests, on_result=record)
+
+    def _reward_groups(self, steps: list[Step]) -> None:
+        groups: dict[tuple, list[Candidate]] = defaultdict(list)
+        for s in steps:
+            groups[s.group].append(self.store.by_slot(s.slot))
+        for members in groups.values():
+            outcomes = [Outcome.from_dict(c.outcome) for c in members]
+            for c, r in zip(members, score(self.reward, outcomes)):
+                self.store.set_reward(c.id, r)

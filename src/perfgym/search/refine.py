@@ -1,0 +1,31 @@
+"""Generate-evaluate-refine (survey 002, section 4.1): each chain writes a kernel, sees its
+measured outcome, and writes the next version (repair when it failed, improve when it worked),
+for a number of turns. The best kernel of all chains wins."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..store import Candidate
+from .engine import Engine, Step
+from .sqd import summary
+
+
+@dataclass
+class Refine:
+    engine: Engine
+    turns: int = 4
+    chains: int = 1
+    stage: int | None = None
+
+    def run(self) -> Candidate | None:
+        previous: list[Candidate | None] = [None] * self.chains
+        for turn in range(self.turns):
+            steps = []
+            for chain, parent in enumerate(previous):
+                op = "generate" if parent is None else ("improve" if parent.ok else "repair")
+                steps.append(Step(f"refine:{chain}:{turn}", turn, self.stage, parent, op))
+            previous = self.engine.run_steps(steps)
+            if not self.engine.store.events_done(f"turn {turn}"):
+                self.engine.store.event("iteration_done", iteration=turn, turn=turn,
+                                        **summary(previous))
+        return self.engine.store.best()

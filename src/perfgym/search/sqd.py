@@ -1,0 +1,123 @@
+"""Staged Quality-Diversity search (seed 000, Fig. 1).
+
+    Pool(0) = {stage 1: {seed}}
+    for t = 1..T:
+        P = {seed}                                   (expanded by "improve" at the first stage)
+        for each stage s in Pool(t-1):
+            top 40% by GFLOP/s   -> deepen: children at stage s+1
+            middle 30%           -> improve: children at stage s
+            30% that failed      -> repair: children at stage s
+        Pool(t) = {}                                 (reset every iteration)
+        G children per node in P; benchmark them; Pool(t)[child's stage] += child
+        on_iteration(t, children)                    (where GRPO updates the policy)
+
+The ratios, G, the stages and T are configurable. Every step is a slot in the run store, so a
+killed search resumes where it stopped.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..outcome import Status
+from ..store import Candidate
+from .engine import Engine, Step
+
+_STATUS_RANK = {s.value: i for i, s in enumerate(Status)}  # worst first
+
+
+@dataclass
+class SQDConfig:
+    iterations: int = 3
+    G: int = 4  # children per node
+    ratios: tuple[float, float, float] = (0.4, 0.3, 0.3)  # top (deepen), middle, errors
+    stages: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+    seed_code: str | None = None  # default: the task's naive kernel
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.G < 1:
+            raise ValueError("iterations and G must be at least 1")
+        if len(self.ratios) != 3 or any(r < 0 for r in self.ratios) or sum(self.ratios) > 1.0001:
+            raise ValueError("ratios are three non-negative shares (top, middle, errors) "
+                             "summing to at most 1")
+        if not self.stages or any(s not in range(1, 7) for s in self.stages):
+            raise ValueError("stages must be among 1-6")
+
+
+def select(nodes: list[Candidate], ratios: tuple[float, float, float]
+           ) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
+    """(top, middle, errors) of one stage's pool. Working kernels are ranked by GFLOP/s; failed
+    ones by how far they got (a wrong answer is closer to working than a compile error)."""
+    n = len(nodes)
+    ok = sorted((c for c in nodes if c.ok), key=lambda c: (-(c.gflops or 0.0), c.id))
+    bad = sorted((c for c in nodes if not c.ok),
+                 key=lambda c: (-_STATUS_RANK.get(c.status or "", 0), c.id))
+    n_top = max(1, math.floor(ratios[0] * n + 0.5)) if ok and ratios[0] > 0 else 0
+    n_mid = math.floor(ratios[1] * n + 0.5)
+    n_err = max(1, math.floor(ratios[2] * n + 0.5)) if bad and ratios[2] > 0 else 0
+    return ok[:n_top], ok[n_top:n_top + n_mid], bad[:n_err]
+
+
+@dataclass
+class SQD:
+    engine: Engine
+    config: SQDConfig = field(default_factory=SQDConfig)
+    on_iteration: Callable[[int, list[Candidate]], None] | None = None
+
+    def run(self) -> Candidate | None:
+        store = self.engine.store
+        seed = self._seed()
+        done = {d["iteration"] for _, _, d in store.events("iteration_done")}
+        for t in range(1, self.config.iterations + 1):
+            if t in done:
+                continue
+            steps = self.plan(t, seed, self.pool(t - 1, seed))
+            children = self.engine.run_steps(steps)
+            store.event("iteration_done", iteration=t, **summary(children))
+            if self.on_iteration:
+                self.on_iteration(t, children)
+        return store.best()
+
+    def _seed(self) -> Candidate:
+        store = self.engine.store
+        first = self.config.stages[0]
+        code = self.config.seed_code or self.engine.task.baseline.read_text()
+        step = Step("sqd:0:seed", 0, first, None, "seed")
+        if store.by_slot(step.slot) is None:
+            store.add_pending(step.slot, 0, first, None, "seed", "seed", None, code)
+        # the seed is benchmarked like any child; its reward group is itself
+        return self.engine.run_steps([step])[0]
+
+    def pool(self, iteration: int, seed: Candidate) -> dict[int, list[Candidate]]:
+        if iteration == 0:
+            return {self.config.stages[0]: [seed]}
+        pool: dict[int, list[Candidate]] = defaultdict(list)
+        for c in self.engine.store.candidates(iteration):
+            pool[c.stage].append(c)
+        return dict(pool)
+
+    def plan(self, t: int, seed: Candidate, pool: dict[int, list[Candidate]]) -> list[Step]:
+        stages = self.config.stages
+        nodes: list[tuple[Candidate, str, int]] = [(seed, "improve", stages[0])]
+        for s in sorted(pool):
+            top, mid, err = select(pool[s], self.config.ratios)
+            i = stages.index(s) if s in stages else len(stages) - 1
+            nxt = stages[min(i + 1, len(stages) - 1)]
+            nodes += [(c, "deepen" if nxt != s else "improve", nxt) for c in top]
+            nodes += [(c, "improve", s) for c in mid]
+            nodes += [(c, "repair", s) for c in err]
+        return [Step(f"sqd:{t}:{parent.id}:{op}:{stage}:{g}", t, stage, parent, op)
+                for parent, op, stage in nodes for g in range(self.config.G)]
+
+
+def summary(children: list[Candidate]) -> dict:
+    statuses: dict[str, int] = defaultdict(int)
+    for c in children:
+        statuses[c.status] += 1
+    rewards = [c.reward for c in children if c.reward is not None]
+    rates = [c.gflops for c in children if c.ok and c.gflops]
+    return {"children": len(children), "statuses": dict(statuses),
+            "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+            "max_gflops": max(rates) if rates else None}

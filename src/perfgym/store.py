@@ -1,0 +1,178 @@
+"""The run store: one SQLite file per run directory with the run's config, every candidate
+(completion, code, parent, stage, iteration, policy, prompt hash, outcome, reward) and events.
+
+A candidate is written twice: `add_pending` when its completion exists, `complete` when its
+outcome does. Each has a `slot`, a name the search derives from its plan (for example
+"sqd:3:17:deepen:2": iteration 3, parent 17, op, child 2), unique in the run; a resumed search
+recomputes the plan and finds which slots are done, which are pending (generated, not yet
+evaluated) and which are missing. Nothing done is redone and nothing stored is lost.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS run (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS candidates (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    slot TEXT NOT NULL UNIQUE,
+    iteration INTEGER NOT NULL,
+    stage INTEGER,
+    parent_id INTEGER REFERENCES candidates(id),
+    op TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    prompt_hash TEXT,
+    completion TEXT NOT NULL,
+    status TEXT,            -- NULL while pending
+    reward REAL,
+    gflops REAL,
+    outcome TEXT,           -- Outcome JSON
+    created REAL NOT NULL,
+    evaluated REAL
+);
+CREATE INDEX IF NOT EXISTS candidates_iteration ON candidates(iteration);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+"""
+
+
+@dataclass
+class Candidate:
+    id: int
+    slot: str
+    iteration: int
+    stage: int | None
+    parent_id: int | None
+    op: str
+    policy: str
+    prompt_hash: str | None
+    completion: str
+    status: str | None
+    reward: float | None
+    gflops: float | None
+    outcome: dict[str, Any] | None
+
+    @property
+    def pending(self) -> bool:
+        return self.status is None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+
+class RunStore:
+    FILE = "run.sqlite"
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / self.FILE
+        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")  # a completed write survives kill -9
+        self.conn.executescript(SCHEMA)
+
+    @classmethod
+    def exists(cls, run_dir: str | Path) -> bool:
+        return (Path(run_dir) / cls.FILE).is_file()
+
+    # -- run config ------------------------------------------------------------------------
+    def set_config(self, config: dict[str, Any]) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO run VALUES ('config', ?)",
+                          (json.dumps(config, sort_keys=True),))
+
+    def config(self) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT value FROM run WHERE key = 'config'").fetchone()
+        return json.loads(row[0]) if row else None
+
+    # -- candidates ------------------------------------------------------------------------
+    def add_pending(self, slot: str, iteration: int, stage: int | None, parent_id: int | None,
+                    op: str, policy: str, prompt: str | None, completion: str) -> int:
+        prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16] if prompt else None
+        cur = self.conn.execute(
+            "INSERT INTO candidates (slot, iteration, stage, parent_id, op, policy, prompt_hash,"
+            " completion, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (slot, iteration, stage, parent_id, op, policy, prompt_hash, completion, time.time()))
+        return int(cur.lastrowid)
+
+    def complete(self, candidate_id: int, outcome: dict[str, Any], reward: float) -> None:
+        self.conn.execute(
+            "UPDATE candidates SET status = ?, reward = ?, gflops = ?, outcome = ?, evaluated = ?"
+            " WHERE id = ?", (outcome["status"], reward, outcome.get("gflops"),
+                              json.dumps(outcome), time.time(), candidate_id))
+
+    def set_reward(self, candidate_id: int, reward: float) -> None:
+        self.conn.execute("UPDATE candidates SET reward = ? WHERE id = ?", (reward, candidate_id))
+
+    def by_slot(self, slot: str) -> Candidate | None:
+        row = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE slot = ?",
+                                (slot,)).fetchone()
+        return _candidate(row) if row else None
+
+    def get(self, candidate_id: int) -> Candidate:
+        row = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE id = ?",
+                                (candidate_id,)).fetchone()
+        if row is None:
+            raise KeyError(candidate_id)
+        return _candidate(row)
+
+    def candidates(self, iteration: int | None = None) -> list[Candidate]:
+        if iteration is None:
+            rows = self.conn.execute(f"SELECT {_COLS} FROM candidates ORDER BY id")
+        else:
+            rows = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE iteration = ? "
+                                     "ORDER BY id", (iteration,))
+        return [_candidate(r) for r in rows]
+
+    def best(self) -> Candidate | None:
+        row = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE status = 'OK' "
+                                "ORDER BY gflops DESC, id LIMIT 1").fetchone()
+        return _candidate(row) if row else None
+
+    def lineage(self, candidate_id: int) -> list[Candidate]:
+        """The candidate and its ancestors, oldest first."""
+        chain = []
+        current: int | None = candidate_id
+        while current is not None:
+            c = self.get(current)
+            chain.append(c)
+            current = c.parent_id
+        return chain[::-1]
+
+    # -- events ----------------------------------------------------------------------------
+    def event(self, kind: str, **data: Any) -> None:
+        self.conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)",
+                          (time.time(), kind, json.dumps(data)))
+
+    def events(self, kind: str | None = None) -> Iterator[tuple[float, str, dict[str, Any]]]:
+        query = "SELECT ts, kind, data FROM events" + (" WHERE kind = ?" if kind else "")
+        for ts, k, data in self.conn.execute(query + " ORDER BY id", (kind,) if kind else ()):
+            yield ts, k, json.loads(data)
+
+    def events_done(self, label: str) -> bool:
+        """True when an iteration_done event for `label` ("turn N") is stored."""
+        turn = int(label.split()[-1])
+        return any(d.get("turn") == turn for _, _, d in self.events("iteration_done"))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+_COLS = ("id, slot, iteration, stage, parent_id, op, policy, prompt_hash, completion, status, "
+         "reward, gflops, outcome")
+
+
+def _candidate(row: tuple) -> Candidate:
+    *head, outcome = row
+    return Candidate(*head, json.loads(outcome) if outcome else None)

@@ -1,0 +1,54 @@
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent.parent))
+
+NAIVE_IKJ = """Here is a tuned version.
+```c
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) C[i * N + j] = 0.0;
+        for (int k = 0; k < K; k++) {
+            double a = A[i * K + k];
+            for (int j = 0; j < N; j++) C[i * N + j] += a * B[k * N + j];
+        }
+    }
+}
+```"""
+WRONG = """```c
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += A[i * K + k] * B[k * N + j];
+            C[i * N + j] = s * 1.01;
+        }
+}
+```"""
+BROKEN = """```c
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++) C[i] = A[i] +;
+}
+```"""
+OPENMP = """```c
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    #pragma omp parallel for
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += A[i * K + k] * B[k * N + j];
+            C[i * N + j] = s;
+        }
+}
+```"""
+COMPLETIONS = [NAIVE_IKJ, WRONG, BROKEN, OPENMP]
+
+
+@pytest.fixture
+def replay_file(tmp_path):
+    path = tmp_path / "replay.jsonl"
+    path.write_text("".join(json.dumps({"completion": c}) + "\n" for c in COMPLETIONS))
+    return path

@@ -1,0 +1,82 @@
+"""SQD end to end through the replay policy, and the run store it leaves."""
+from collections import Counter
+
+from perfgym import EvalConfig
+from perfgym.policies.replay import ReplayPolicy
+from perfgym.search import SQD, Engine, SQDConfig, select
+from perfgym.store import RunStore
+
+FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+
+
+def run_sqd(tmp_path, replay_file, dgemm, iterations=2):
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay_file), dgemm, FAST, "tiered")
+    seen = []
+    sqd = SQD(engine, SQDConfig(iterations=iterations, G=4),
+              on_iteration=lambda t, children: seen.append((t, len(children))))
+    return store, sqd.run(), seen
+
+
+def test_sqd_two_iterations(tmp_path, replay_file, dgemm):
+    store, best, seen = run_sqd(tmp_path, replay_file, dgemm)
+    cands = store.candidates()
+    by_iter = {t: [c for c in cands if c.iteration == t] for t in (0, 1, 2)}
+
+    # iteration 0: the seed (the task's naive kernel) at stage 1
+    (seed,) = by_iter[0]
+    assert seed.op == "seed" and seed.ok and seed.stage == 1
+
+    # iteration 1: P = {seed (improve, stage 1)} + top of Pool(0) = {seed (deepen, stage 2)}
+    it1 = by_iter[1]
+    assert len(it1) == 8
+    assert Counter((c.op, c.stage) for c in it1) == {("improve", 1): 4, ("deepen", 2): 4}
+    assert all(c.parent_id == seed.id for c in it1)
+    # each group of G=4 got one good, one wrong, one broken, one OpenMP kernel
+    assert Counter(c.status for c in it1 if c.stage == 1) == {
+        "OK": 1, "WRONG_ANSWER": 1, "COMPILE_ERROR": 1, "STAGE_VIOLATION": 1}
+
+    # iteration 2: per stage pool of 4 (1 OK, 3 failed): top 40% -> the OK one deepens,
+    # no middle left, the best failure (the wrong answer) is repaired; plus the seed again
+    it2 = by_iter[2]
+    ok1 = next(c for c in it1 if c.stage == 1 and c.ok)
+    ok2 = next(c for c in it1 if c.stage == 2 and c.ok)
+    wrong1 = next(c for c in it1 if c.stage == 1 and c.status == "WRONG_ANSWER")
+    wrong2 = next(c for c in it1 if c.stage == 2 and c.status == "WRONG_ANSWER")
+    expect = {(seed.id, "improve", 1): 4, (ok1.id, "deepen", 2): 4, (wrong1.id, "repair", 1): 4,
+              (ok2.id, "deepen", 3): 4, (wrong2.id, "repair", 2): 4}
+    assert Counter((c.parent_id, c.op, c.stage) for c in it2) == expect
+
+    # the store holds every candidate with its outcome and reward
+    assert len(cands) == 1 + 8 + 20 and not any(c.pending for c in cands)
+    assert all(c.outcome and c.outcome["status"] == c.status for c in cands)
+    assert all(c.reward == (c.gflops if c.ok else {"WRONG_ANSWER": -10, "COMPILE_ERROR": -40,
+                                                   "STAGE_VIOLATION": -100}[c.status])
+               for c in cands if c.op != "seed")
+    assert all(c.prompt_hash for c in cands if c.op != "seed")
+    assert seen == [(1, 8), (2, 20)]
+    assert best is not None and best.ok and best.gflops == max(c.gflops for c in cands if c.ok)
+    assert [d["iteration"] for _, _, d in store.events("iteration_done")] == [1, 2]
+
+
+def test_running_again_changes_nothing(tmp_path, replay_file, dgemm):
+    store, _, _ = run_sqd(tmp_path, replay_file, dgemm)
+    before = [(c.id, c.status, c.reward) for c in store.candidates()]
+    store2, _, seen = run_sqd(tmp_path, replay_file, dgemm)
+    assert [(c.id, c.status, c.reward) for c in store2.candidates()] == before
+    assert seen == []  # every iteration was already done
+
+
+def test_select_ratios():
+    from perfgym.store import Candidate
+
+    def cand(i, status, gflops=None):
+        return Candidate(i, f"s{i}", 1, 1, None, "improve", "p", None, "", status, 0.0, gflops,
+                         {"status": status})
+    pool = [cand(1, "OK", 5.0), cand(2, "OK", 9.0), cand(3, "OK", 1.0), cand(4, "OK", 3.0),
+            cand(5, "COMPILE_ERROR"), cand(6, "WRONG_ANSWER"), cand(7, "OK", 2.0),
+            cand(8, "TIMEOUT"), cand(9, "OK", 4.0), cand(10, "FORMAT_ERROR")]
+    top, mid, err = select(pool, (0.4, 0.3, 0.3))
+    assert [c.id for c in top] == [2, 1, 9, 4]  # 40% of 10, best first
+    assert [c.id for c in mid] == [7, 3]  # the next 30%, as far as working kernels go
+    assert [c.id for c in err] == [6, 8, 5]  # 30%, closest to working first
