@@ -353,6 +353,8 @@ def search_cmd(
     temperature: float = typer.Option(1.0),
     max_tokens: int = typer.Option(2048),
     concurrency: int = typer.Option(8, help="requests in flight (openai policy)"),
+    templates: Optional[Path] = typer.Option(None, help="directory of prompt templates "
+                                             "(generate.txt, improve.txt, ...) overriding ours"),
     as_json: bool = typer.Option(False, "--json", help="print the best candidate as JSON"),
 ) -> None:
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
@@ -392,11 +394,13 @@ def search_cmd(
         raise UserError(str(exc)) from None
     if policy == "replay" and replay is None:
         raise UserError("the replay policy needs --replay FILE")
+    if templates is not None and not templates.is_dir():
+        raise UserError(f"--templates {templates} is not a directory")
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
         engine = Engine(store, pol, t, EvalConfig(opt=opt), reward,
                         {"temperature": temperature, "max_tokens": max_tokens}, info,
-                        on_result=view.update)
+                        on_result=view.update, templates=templates)
         try:
             if algo == "sqd":
                 best = SQD(engine, SQDConfig(iterations, g, ratio_values, stage_values)).run()

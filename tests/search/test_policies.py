@@ -126,3 +126,13 @@ def test_sqd_with_a_tiny_local_model(tmp_path, dgemm):
     assert len(cands) == 4  # seed improve + seed deepen, 2 children each
     assert all(c.status is not None and c.outcome for c in cands)  # everything ends in a status
     assert all(c.policy == "hf" for c in cands)
+
+
+def test_template_override(tmp_path, dgemm):
+    from perfgym.prompts import expand_prompt
+    (tmp_path / "generate.txt").write_text("CUSTOM {entry}")
+    assert expand_prompt(dgemm, "generate", override_dir=tmp_path) == f"CUSTOM {dgemm.entry}"
+    # templates not overridden fall back to ours
+    assert "Fix this C kernel" in expand_prompt(dgemm, "repair", "int x;", {"status": "TIMEOUT",
+                                                                           "message": "slow"},
+                                                override_dir=tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from ..config import EvalConfig
@@ -44,11 +45,12 @@ class Engine:
     sampling: dict[str, Any] = field(default_factory=dict)
     machine: dict[str, Any] | None = None
     on_result: Callable[[Candidate], None] | None = None
+    templates: Path | None = None  # a directory of prompt templates overriding ours
 
     def prompt(self, step: Step) -> str:
         return expand_prompt(self.task, step.op, step.parent.completion if step.parent else None,
                              step.parent.outcome if step.parent else None, step.stage,
-                             self.machine)
+                             self.machine, override_dir=self.templates)
 
     def run_steps(self, steps: list[Step]) -> list[Candidate]:
         self._generate_missing(steps)
