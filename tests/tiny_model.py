@@ -12,7 +12,7 @@ CORPUS = [
 ]
 
 
-def build_tiny_model(path: Path) -> Path:
+def build_tiny_model(path: Path, hidden: int = 32) -> Path:
     if (path / "config.json").is_file():
         return path
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -27,7 +27,8 @@ def build_tiny_model(path: Path) -> Path:
     tok.decoder = decoders.ByteLevel()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
                                         unk_token="<unk>", pad_token="<pad>")
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden,
+                         intermediate_size=2 * hidden,
                          num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
                          max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=tokenizer.eos_token_id,

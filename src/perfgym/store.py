@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,10 +79,18 @@ class RunStore:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / self.FILE
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        # one connection shared by threads (the async reward function runs in a worker thread)
+        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                    check_same_thread=False)
+        self._lock = threading.RLock()
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")  # a completed write survives kill -9
         self.conn.executescript(SCHEMA)
+
+    def _execute(self, sql: str, params: tuple = ()) -> "_Result":
+        with self._lock:
+            cur = self.conn.execute(sql, params)
+            return _Result(cur.fetchall(), cur.lastrowid)
 
     @classmethod
     def exists(cls, run_dir: str | Path) -> bool:
@@ -89,39 +98,39 @@ class RunStore:
 
     # -- run config ------------------------------------------------------------------------
     def set_config(self, config: dict[str, Any]) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO run VALUES ('config', ?)",
+        self._execute("INSERT OR REPLACE INTO run VALUES ('config', ?)",
                           (json.dumps(config, sort_keys=True),))
 
     def config(self) -> dict[str, Any] | None:
-        row = self.conn.execute("SELECT value FROM run WHERE key = 'config'").fetchone()
+        row = self._execute("SELECT value FROM run WHERE key = 'config'").fetchone()
         return json.loads(row[0]) if row else None
 
     # -- candidates ------------------------------------------------------------------------
     def add_pending(self, slot: str, iteration: int, stage: int | None, parent_id: int | None,
                     op: str, policy: str, prompt: str | None, completion: str) -> int:
         prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16] if prompt else None
-        cur = self.conn.execute(
+        cur = self._execute(
             "INSERT INTO candidates (slot, iteration, stage, parent_id, op, policy, prompt_hash,"
             " completion, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (slot, iteration, stage, parent_id, op, policy, prompt_hash, completion, time.time()))
         return int(cur.lastrowid)
 
     def complete(self, candidate_id: int, outcome: dict[str, Any], reward: float) -> None:
-        self.conn.execute(
+        self._execute(
             "UPDATE candidates SET status = ?, reward = ?, gflops = ?, outcome = ?, evaluated = ?"
             " WHERE id = ?", (outcome["status"], reward, outcome.get("gflops"),
                               json.dumps(outcome), time.time(), candidate_id))
 
     def set_reward(self, candidate_id: int, reward: float) -> None:
-        self.conn.execute("UPDATE candidates SET reward = ? WHERE id = ?", (reward, candidate_id))
+        self._execute("UPDATE candidates SET reward = ? WHERE id = ?", (reward, candidate_id))
 
     def by_slot(self, slot: str) -> Candidate | None:
-        row = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE slot = ?",
+        row = self._execute(f"SELECT {_COLS} FROM candidates WHERE slot = ?",
                                 (slot,)).fetchone()
         return _candidate(row) if row else None
 
     def get(self, candidate_id: int) -> Candidate:
-        row = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE id = ?",
+        row = self._execute(f"SELECT {_COLS} FROM candidates WHERE id = ?",
                                 (candidate_id,)).fetchone()
         if row is None:
             raise KeyError(candidate_id)
@@ -129,14 +138,14 @@ class RunStore:
 
     def candidates(self, iteration: int | None = None) -> list[Candidate]:
         if iteration is None:
-            rows = self.conn.execute(f"SELECT {_COLS} FROM candidates ORDER BY id")
+            rows = self._execute(f"SELECT {_COLS} FROM candidates ORDER BY id")
         else:
-            rows = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE iteration = ? "
+            rows = self._execute(f"SELECT {_COLS} FROM candidates WHERE iteration = ? "
                                      "ORDER BY id", (iteration,))
         return [_candidate(r) for r in rows]
 
     def best(self) -> Candidate | None:
-        row = self.conn.execute(f"SELECT {_COLS} FROM candidates WHERE status = 'OK' "
+        row = self._execute(f"SELECT {_COLS} FROM candidates WHERE status = 'OK' "
                                 "ORDER BY gflops DESC, id LIMIT 1").fetchone()
         return _candidate(row) if row else None
 
@@ -152,12 +161,12 @@ class RunStore:
 
     # -- events ----------------------------------------------------------------------------
     def event(self, kind: str, **data: Any) -> None:
-        self.conn.execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)",
+        self._execute("INSERT INTO events (ts, kind, data) VALUES (?, ?, ?)",
                           (time.time(), kind, json.dumps(data)))
 
     def events(self, kind: str | None = None) -> Iterator[tuple[float, str, dict[str, Any]]]:
         query = "SELECT ts, kind, data FROM events" + (" WHERE kind = ?" if kind else "")
-        for ts, k, data in self.conn.execute(query + " ORDER BY id", (kind,) if kind else ()):
+        for ts, k, data in self._execute(query + " ORDER BY id", (kind,) if kind else ()):
             yield ts, k, json.loads(data)
 
     def events_done(self, label: str) -> bool:
@@ -167,6 +176,22 @@ class RunStore:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class _Result:
+    """Rows fetched while the lock was held, so no cursor outlives it."""
+
+    def __init__(self, rows: list, lastrowid: int | None) -> None:
+        self.rows, self.lastrowid = rows, lastrowid
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self):
+        return self.rows
+
+    def __iter__(self):
+        return iter(self.rows)
 
 
 _COLS = ("id, slot, iteration, stage, parent_id, op, policy, prompt_hash, completion, status, "

@@ -1,0 +1,322 @@
+"""Online GRPO with real-machine rewards, on Hugging Face TRL's GRPOTrainer (tested: trl 1.16).
+
+Two prompt modes (seed 000):
+  fixed  experiment 1: the same prompts every step (the task, all techniques allowed);
+  sqd    experiment 2: prompts drawn from the live SQD pool through TRL's `rollout_func`, so each
+         step's prompts come from the pool as the previous step left it (an IterableDataset
+         would lag it). Node identity (slot, parent, stage, op) travels to the reward function
+         in the rollout's extra fields.
+The reward function is async: it hands the group's completions to the executor (builds in
+parallel, timing in the exclusive lane) off the event loop, applies a reward scheme per group,
+and writes every completion and outcome into the run store.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import EvalConfig
+from ..executors import Request, evaluate_many
+from ..outcome import Outcome
+from ..prompts import generate_prompt
+from ..rewards import score
+from ..search.engine import Engine
+from ..search.sqd import SQDConfig
+from ..store import RunStore
+from ..tasks import Task, get_task
+from .pool import LivePool
+
+TESTED_TRL = "1.16.0"
+
+
+@dataclass
+class GRPOSettings:
+    model_path: str
+    task: str = "dgemm"
+    mode: str = "fixed"  # fixed | sqd
+    output_dir: str = "runs/grpo"
+    steps: int = 200
+    G: int = 8  # num_generations
+    groups_per_step: int = 1  # prompts per step; the batch is groups_per_step * G
+    fixed_prompts: int = 8
+    learning_rate: float = 5e-7
+    beta: float = 0.0  # KL coefficient; 0 leaves exploration unconstrained (seed 000)
+    epsilon: float = 0.2  # clip range
+    loss_type: str = "grpo"
+    max_completion_length: int = 1024
+    temperature: float = 1.0
+    reward: str = "tiered"  # sqd mode: group_normalized (seed 000 experiment 2)
+    opt: str = "O3"
+    stage: int | None = None  # fixed mode: stage rules for every prompt
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    vllm: str | None = None  # None: transformers generation; "server" or "colocate"
+    vllm_server_url: str | None = None
+    save_steps: int = 50
+    logging_steps: int = 1
+    seed: int = 42
+    sqd_ratios: tuple[float, float, float] = (0.4, 0.3, 0.3)
+    sqd_stages: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+    templates: str | None = None  # a directory of prompt templates overriding ours
+    eval_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("fixed", "sqd"):
+            raise ValueError(f"mode {self.mode!r} is not 'fixed' or 'sqd'")
+        if self.G < 2:
+            raise ValueError("GRPO needs G (num_generations) of at least 2")
+        if self.vllm not in (None, "server", "colocate"):
+            raise ValueError("vllm is 'server' or 'colocate' (or unset)")
+        if self.mode == "sqd" and self.vllm:
+            raise ValueError("sqd mode generates in its rollout function with the trained "
+                             "model; vLLM generation applies to fixed mode")
+
+
+class PerfgymReward:
+    """TRL reward function: completions -> executor -> reward scheme -> run store."""
+
+    def __init__(self, task: Task, store: RunStore, eval_config: EvalConfig, scheme: str,
+                 G: int, stage: int | None = None) -> None:
+        self.__name__ = f"perfgym_{scheme}"  # TRL logs rewards under the function's name
+        self.task, self.store, self.eval_config = task, store, eval_config
+        self.scheme, self.G, self.stage = scheme, G, stage
+        self.seen: list[str] = []  # every completion scored, in order (tests and logs)
+        self.step_stats: list[dict[str, Any]] = []
+
+    async def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float]:
+        return await asyncio.to_thread(self.score, prompts, completions, kwargs)
+
+    def score(self, prompts: list, completions: list, kwargs: dict[str, Any]) -> list[float]:
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        prompt_texts = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
+        n = len(texts)
+        state = kwargs.get("trainer_state")
+        step = state.global_step if state is not None else len(self.step_stats)
+        stages = kwargs.get("stage") or [self.stage] * n
+        slots = kwargs.get("slot") or [f"grpo:fixed:{step}:{i}" for i in range(n)]
+        parents = kwargs.get("parent_id") or [None] * n
+        ops = kwargs.get("op") or ["generate"] * n
+        iterations = kwargs.get("iteration") or [step] * n
+
+        outcomes = evaluate_many([Request(self.task, t, None, self.eval_config.replace(stage=s))
+                                  for t, s in zip(texts, stages)])
+        rewards: list[float] = []
+        for g in range(0, n, self.G):  # consecutive completions of one prompt form a group
+            rewards += score(self.scheme, outcomes[g:g + self.G])
+        for i, (o, r) in enumerate(zip(outcomes, rewards)):
+            if self.store.by_slot(slots[i]) is None:  # a resumed step may repeat a slot
+                cid = self.store.add_pending(slots[i], iterations[i], stages[i], parents[i],
+                                             ops[i], "grpo", prompt_texts[i], texts[i])
+                self.store.complete(cid, o.to_dict(), r)
+        self.seen += texts
+        stats = step_stats(step, outcomes, rewards)
+        self.step_stats.append(stats)
+        if log_metric := kwargs.get("log_metric"):
+            if stats["max_gflops"] is not None:
+                log_metric("perfgym/max_gflops", stats["max_gflops"])
+            log_metric("perfgym/ok_fraction", stats["statuses"].get("OK", 0) / max(n, 1))
+        self.store.event("grpo_step", **stats)
+        return rewards
+
+
+def step_stats(step: int, outcomes: list[Outcome], rewards: list[float]) -> dict[str, Any]:
+    rates = [o.gflops for o in outcomes if o.ok and o.gflops]
+    return {"step": step, "completions": len(outcomes),
+            "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+            "max_reward": max(rewards) if rewards else None,
+            "max_gflops": max(rates) if rates else None,
+            "statuses": dict(Counter(o.status.value for o in outcomes))}
+
+
+class SQDRollout:
+    """TRL rollout_func for sqd mode: the batch's prompts come from the live pool, not the
+    dataset (whose rows are placeholders). Generates with the model being trained."""
+
+    def __init__(self, pool: LivePool, G: int, max_new_tokens: int, temperature: float) -> None:
+        self.pool, self.G = pool, G
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.prompts_by_step: list[list[dict[str, Any]]] = []  # what each step drew (tests)
+
+    def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
+        import torch
+        groups = len(prompts) // self.G  # TRL repeats each dataset prompt G times
+        nodes = self.pool.next_nodes(groups)
+        tokenizer = trainer.processing_class
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        texts = [_chat(tokenizer, self.pool.prompt(n)) for n in nodes]
+        self.prompts_by_step.append([{"parent_id": n.parent.id, "op": n.op, "stage": n.stage,
+                                      "iteration": n.iteration} for n in nodes])
+        prompt_ids, completion_ids = [], []
+        was_training = model.training
+        model.eval()
+        for text in texts:
+            enc = tokenizer(text, return_tensors="pt").to(model.device)
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=self.max_new_tokens,
+                                     do_sample=True, temperature=self.temperature,
+                                     num_return_sequences=self.G,
+                                     pad_token_id=tokenizer.pad_token_id)
+            ids = enc["input_ids"][0].tolist()
+            for seq in out:
+                completion = seq[len(ids):].tolist()
+                while completion and completion[-1] == tokenizer.pad_token_id:
+                    completion.pop()
+                prompt_ids.append(ids)
+                completion_ids.append(completion)
+        if was_training:
+            model.train()
+        extra: dict[str, list] = {"slot": [], "parent_id": [], "op": [], "stage": [],
+                                  "iteration": []}
+        for n in nodes:
+            for g in range(self.G):
+                extra["slot"].append(n.slot(g))
+                extra["parent_id"].append(n.parent.id)
+                extra["op"].append(n.op)
+                extra["stage"].append(n.stage)
+                extra["iteration"].append(n.iteration)
+        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None,
+                **extra}
+
+
+def _chat(tokenizer: Any, prompt: str) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                             tokenize=False, add_generation_prompt=True)
+    return prompt + "\n"
+
+
+@dataclass
+class GRPORun:
+    trainer: Any
+    reward: PerfgymReward
+    rollout: SQDRollout | None
+    store: RunStore
+
+
+def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> GRPORun:
+    """Everything TRL needs, wired to perfgym. `model`/`tokenizer` may be passed in (tests)."""
+    import trl
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    if trl.__version__ != TESTED_TRL:
+        import warnings
+        warnings.warn(f"perfgym's GRPO adapter is tested with trl {TESTED_TRL}; "
+                      f"this is trl {trl.__version__}")
+    task = get_task(settings.task)
+    out = Path(settings.output_dir)
+    store = RunStore(out)
+    store.set_config({"kind": "grpo", **{k: v for k, v in asdict(settings).items()
+                                         if k != "eval_overrides"}})
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(settings.model_path)
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(settings.model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    eval_config = EvalConfig(opt=settings.opt, **settings.eval_overrides)
+    from ..machine import machine_info
+    machine = machine_info()
+
+    batch = settings.groups_per_step * settings.G
+    rows = max(settings.steps, 1) * settings.groups_per_step
+    reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage)
+    rollout = None
+    if settings.mode == "fixed":
+        templates = Path(settings.templates) if settings.templates else None
+        prompt = _chat(tokenizer, generate_prompt(task, settings.stage, machine,
+                                                  override_dir=templates))
+        prompts = [prompt] * settings.fixed_prompts
+        dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
+    else:
+        engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
+                        templates=Path(settings.templates) if settings.templates else None)
+        pool = LivePool(engine, SQDConfig(iterations=10**9, G=settings.G,
+                                          ratios=settings.sqd_ratios, stages=settings.sqd_stages),
+                        G=settings.G)
+        rollout = SQDRollout(pool, settings.G, settings.max_completion_length,
+                             settings.temperature)
+        dataset = Dataset.from_list([{"prompt": "sqd"} for _ in range(rows)])
+
+    report_to = ["tensorboard"] if _has("tensorboard") else []
+    config = GRPOConfig(
+        output_dir=str(out / "checkpoints"), max_steps=settings.steps,
+        per_device_train_batch_size=batch, gradient_accumulation_steps=1,
+        num_generations=settings.G, learning_rate=settings.learning_rate, beta=settings.beta,
+        epsilon=settings.epsilon, loss_type=settings.loss_type,
+        max_completion_length=settings.max_completion_length,
+        temperature=settings.temperature, logging_steps=settings.logging_steps,
+        save_steps=settings.save_steps, seed=settings.seed, report_to=report_to,
+        use_vllm=settings.vllm is not None,
+        vllm_mode=settings.vllm or "colocate", vllm_server_base_url=settings.vllm_server_url,
+        shuffle_dataset=False, use_cpu=not _cuda())
+    peft_config = None
+    if settings.lora:
+        from peft import LoraConfig
+        peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
+                                 lora_dropout=settings.lora_dropout,
+                                 target_modules=list(settings.lora_targets),
+                                 task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
+                          train_dataset=dataset, processing_class=tokenizer,
+                          peft_config=peft_config, rollout_func=rollout,
+                          callbacks=[JsonlLogger(out / "train_log.jsonl")])
+    return GRPORun(trainer, reward, rollout, store)
+
+
+def train(settings: GRPOSettings, resume: bool = False, model: Any = None,
+          tokenizer: Any = None) -> GRPORun:
+    run = build(settings, model, tokenizer)
+    checkpoint = resume and any((Path(settings.output_dir) / "checkpoints").glob("checkpoint-*"))
+    run.trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    run.trainer.save_model(str(Path(settings.output_dir) / "final"))
+    return run
+
+
+class _NoPolicy:
+    """The engine of sqd mode only benchmarks the seed; generation happens in the rollout."""
+
+    name = "grpo"
+
+    def generate(self, prompts: list[str], n: int, **_: Any) -> list[list[str]]:
+        raise RuntimeError("sqd-mode GRPO generates in its rollout function")
+
+
+def _cuda() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
+
+
+def _jsonable(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str, bool, type(None))) and not (
+        isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+from transformers import TrainerCallback  # noqa: E402  (train extra only)
+
+
+class JsonlLogger(TrainerCallback):
+    """Every log TRL emits (loss, reward mean/std, KL, our perfgym/* metrics) as a JSONL line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"step": state.global_step,
+                                    **{k: _jsonable(v) for k, v in logs.items()}}) + "\n")

@@ -1,0 +1,43 @@
+"""SFT with LoRA on slow/fast pairs for a few steps."""
+import pytest
+import torch
+
+
+def test_sft_lora_updates_the_adapter(tmp_path):
+    pytest.importorskip("peft")
+    from tiny_model import build_tiny_model
+
+    from perfgym.train import sft
+    from perfgym.train.pairs import starter_set, write_pairs
+    model_dir = build_tiny_model(tmp_path / "tiny")
+    data = tmp_path / "pairs.jsonl"
+    write_pairs(data, starter_set()[:4])
+    settings = sft.SFTSettings(model_path=str(model_dir), pairs=str(data),
+                               output_dir=str(tmp_path / "sft"), max_steps=3, batch_size=2,
+                               warmup_steps=0, max_length=1024)
+    trainer = sft.build(settings)
+    lora = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}
+    assert lora, "LoRA adapters on the attention and MLP projections"
+    base = {n: p.detach().clone() for n, p in trainer.model.named_parameters()
+            if "lora" not in n}
+    trainer.train()
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(lora[n], after[n].detach()) for n in lora)
+    assert all(torch.equal(base[n], after[n].detach()) for n in base)  # the base is frozen
+    targets = set(trainer.model.peft_config["default"].target_modules)
+    assert targets == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                       "down_proj"}
+
+
+def test_seed_001_defaults():
+    from perfgym.train.sft import SFTSettings
+    s = SFTSettings(model_path="m", pairs="p")
+    assert (s.lora_r, s.lora_alpha, s.lora_dropout, s.learning_rate, s.batch_size,
+            s.max_length, s.epochs, s.warmup_steps) == (32, 64, 0.1, 2e-4, 4, 4096, 8, 100)
+
+
+def test_pair_becomes_prompt_and_completion():
+    from perfgym.train.pairs import Pair
+    from perfgym.train.sft import example
+    ex = example(Pair("bench", "f.c", "tiled", "void slow(){}", "void fast(){}"))
+    assert "void slow(){}" in ex["prompt"] and ex["completion"] == "```c\nvoid fast(){}\n```"
