@@ -441,6 +441,215 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="a run directory from `p
     console.print(f"wrote {summary} and {', '.join(p.name for p in plots)}", highlight=False)
 
 
+train_app = typer.Typer(help="Train a model from the gym's rewards (needs the train extra).",
+                        no_args_is_help=True)
+pairs_app = typer.Typer(help="Slow/fast kernel pair datasets.", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+app.add_typer(pairs_app, name="pairs")
+
+
+def _train_extra():
+    try:
+        import peft  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError:
+        raise UserError("training needs the train extra: pip install torch==2.13.0 "
+                        "'perfgym[train]' (or a CUDA torch build first)") from None
+
+
+@train_app.command("grpo")
+@_guard
+def train_grpo(
+    model_path: Path = typer.Option(..., help="local model directory"),
+    task: str = typer.Option("dgemm"),
+    mode: str = typer.Option("fixed", help="fixed (experiment 1) or sqd (experiment 2)"),
+    output_dir: Path = typer.Option(Path("runs/grpo")),
+    steps: int = typer.Option(200),
+    g: int = typer.Option(8, "--G", help="completions per prompt (num_generations)"),
+    groups_per_step: int = typer.Option(1, help="prompts per step"),
+    fixed_prompts: int = typer.Option(8),
+    lr: float = typer.Option(5e-7, help="learning rate"),
+    beta: float = typer.Option(0.0, help="KL coefficient (0 allowed)"),
+    epsilon: float = typer.Option(0.2, help="clip range"),
+    loss_type: str = typer.Option("grpo"),
+    max_completion_length: int = typer.Option(1024),
+    temperature: float = typer.Option(1.0),
+    reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
+    opt: str = typer.Option("O3", help="compiler optimization level of the benchmark"),
+    stage: Optional[int] = typer.Option(None, help="stage rules (fixed mode)"),
+    lora: bool = typer.Option(False, help="train a LoRA adapter instead of all weights"),
+    lora_r: int = typer.Option(16),
+    lora_alpha: int = typer.Option(32),
+    lora_dropout: float = typer.Option(0.05),
+    lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj"),
+    vllm: Optional[str] = typer.Option(None, help="server or colocate (fixed mode)"),
+    vllm_server_url: Optional[str] = typer.Option(None),
+    save_steps: int = typer.Option(50),
+    templates: Optional[Path] = typer.Option(None, help="prompt template directory"),
+    resume: bool = typer.Option(False, help="continue from the last checkpoint"),
+) -> None:
+    """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
+    _train_extra()
+    from .train import grpo
+    if reward not in SCHEMES:
+        raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    if not model_path.is_dir():
+        raise UserError(f"--model-path {model_path} is not a directory")
+    settings = grpo.GRPOSettings(
+        model_path=str(model_path), task=task, mode=mode, output_dir=str(output_dir),
+        steps=steps, G=g, groups_per_step=groups_per_step, fixed_prompts=fixed_prompts,
+        learning_rate=lr, beta=beta, epsilon=epsilon, loss_type=loss_type,
+        max_completion_length=max_completion_length, temperature=temperature, reward=reward,
+        opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
+        lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
+        vllm_server_url=vllm_server_url, save_steps=save_steps,
+        templates=str(templates) if templates else None)
+    run = grpo.train(settings, resume=resume)
+    last = run.reward.step_stats[-1] if run.reward.step_stats else {}
+    console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "
+                  f"{output_dir}/final, log in {output_dir}/train_log.jsonl", highlight=False)
+
+
+@train_app.command("sft")
+@_guard
+def train_sft(
+    model_path: Path = typer.Option(..., help="local model directory"),
+    pairs: Path = typer.Option(..., help="JSONL of pairs (or prompt/completion records)"),
+    output_dir: Path = typer.Option(Path("runs/sft")),
+    lora: bool = typer.Option(True),
+    lora_r: int = typer.Option(32),
+    lora_alpha: int = typer.Option(64),
+    lora_dropout: float = typer.Option(0.1),
+    lr: float = typer.Option(2e-4),
+    batch_size: int = typer.Option(4),
+    max_length: int = typer.Option(4096),
+    epochs: float = typer.Option(8.0),
+    warmup_steps: int = typer.Option(100),
+    max_steps: int = typer.Option(-1, help="> 0 overrides epochs"),
+) -> None:
+    """SFT with LoRA on slow/fast pairs (seed 001 defaults)."""
+    _train_extra()
+    from .train import sft
+    if not pairs.is_file():
+        raise UserError(f"--pairs {pairs} does not exist")
+    settings = sft.SFTSettings(model_path=str(model_path), pairs=str(pairs),
+                               output_dir=str(output_dir), lora=lora, lora_r=lora_r,
+                               lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                               learning_rate=lr, batch_size=batch_size, max_length=max_length,
+                               epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps)
+    sft.train(settings)
+    console.print(f"adapter in {output_dir}/final" + (f", merged model in {output_dir}/merged"
+                                                      if lora else ""), highlight=False)
+
+
+@train_app.command("recipe")
+@_guard
+def train_recipe(recipe: Path = typer.Argument(..., help="a recipe TOML (see recipes/)"),
+                 model_path: Optional[Path] = typer.Option(None, help="local model directory"),
+                 output_dir: Path = typer.Option(Path("runs/recipe")),
+                 smoke: bool = typer.Option(False, help="minutes on the CPU with the tiny "
+                                            "local model")) -> None:
+    """Run a recipe: [pairs] -> [sft] -> [grpo], each section if present."""
+    _train_extra()
+    from .train import recipes
+    results = recipes.run(recipe, str(model_path) if model_path else None, output_dir, smoke)
+    (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    console.print(json.dumps(results, indent=2, default=str), highlight=False)
+    console.print(f"results in {output_dir / 'results.json'}", style="dim", highlight=False)
+
+
+@pairs_app.command("starter")
+@_guard
+def pairs_starter(out: Path = typer.Option(Path("pairs/starter.jsonl")),
+                  filter_: bool = typer.Option(True, "--filter/--no-filter",
+                                               help="keep only verified, faster pairs")) -> None:
+    """The starter set: the suite's naive/expert kernels and our intermediate variants."""
+    from .train.pairs import filter_pairs, starter_set, write_pairs
+    pairs = starter_set()
+    dropped = []
+    if filter_:
+        pairs, dropped = filter_pairs(pairs)
+    n = write_pairs(out, pairs)
+    console.print(f"wrote {n} pairs to {out}" + (f" ({len(dropped)} dropped)" if dropped else ""),
+                  highlight=False)
+
+
+@pairs_app.command("build")
+@_guard
+def pairs_build(root: Path = typer.Argument(..., help="tree with X_base/ and X/ siblings"),
+                out: Path = typer.Option(Path("pairs/built.jsonl")),
+                clean_code: bool = typer.Option(True, "--clean/--no-clean")) -> None:
+    """Collect pairs from a directory tree by naming convention (Parboil's cuda_base/cuda)."""
+    from .train.pairs import build_from_tree, write_pairs
+    if not root.is_dir():
+        raise UserError(f"{root} is not a directory")
+    n = write_pairs(out, build_from_tree(root, clean_code))
+    console.print(f"wrote {n} pairs to {out}", highlight=False)
+
+
+@pairs_app.command("clean")
+@_guard
+def pairs_clean(source: Path = typer.Argument(...), out: Path = typer.Option(...)) -> None:
+    """Keep only the kernel parts of each pair (drop main, I/O, timing, argument parsing)."""
+    from dataclasses import replace as dc_replace
+
+    from .train.pairs import clean, read_pairs, write_pairs
+    cleaned = [dc_replace(p, slow=clean(p.slow, p.language), fast=clean(p.fast, p.language))
+               for p in read_pairs(source)]
+    n = write_pairs(out, [p for p in cleaned if p.slow.strip() and p.fast.strip()])
+    console.print(f"wrote {n} pairs to {out}", highlight=False)
+
+
+@pairs_app.command("filter")
+@_guard
+def pairs_filter(source: Path = typer.Argument(...), out: Path = typer.Option(...),
+                 min_speedup: float = typer.Option(1.0)) -> None:
+    """Keep pairs whose kernels both verify and whose fast kernel is faster (CPU tasks)."""
+    from .train.pairs import filter_pairs, read_pairs, write_pairs
+    kept, dropped = filter_pairs(read_pairs(source), min_speedup=min_speedup)
+    write_pairs(out, kept)
+    for p, why in dropped:
+        console.print(f"dropped {p.file_id}: {why}", style="dim", highlight=False)
+    console.print(f"kept {len(kept)}, dropped {len(dropped)}; wrote {out}", highlight=False)
+
+
+@pairs_app.command("split")
+@_guard
+def pairs_split(source: Path = typer.Argument(...), out_dir: Path = typer.Option(...),
+                seed: int = typer.Option(42), test_fraction: float = typer.Option(0.2)) -> None:
+    """Deterministic train/test split (seed 42, 80/20 by default)."""
+    from .train.pairs import read_pairs, split, write_pairs
+    train, test = split(read_pairs(source), seed, test_fraction)
+    write_pairs(out_dir / "train.jsonl", train)
+    write_pairs(out_dir / "test.jsonl", test)
+    console.print(f"{len(train)} train, {len(test)} test in {out_dir}", highlight=False)
+
+
+@pairs_app.command("augment")
+@_guard
+def pairs_augment(source: Path = typer.Argument(...), out: Path = typer.Option(...),
+                  policy: str = typer.Option("openai"), model: Optional[str] = typer.Option(None),
+                  base_url: Optional[str] = typer.Option(None),
+                  model_path: Optional[Path] = typer.Option(None),
+                  replay: Optional[Path] = typer.Option(None),
+                  samples: int = typer.Option(2, help="rewrites asked per fast kernel")) -> None:
+    """Ask a model for unoptimized versions of fast kernels; keep those that verify and are
+    slower as new pairs."""
+    import os
+
+    from .policies import PolicyError, make_policy
+    from .train.pairs import augment, read_pairs, write_pairs
+    try:
+        pol = make_policy(policy, model=model, base_url=base_url,
+                          api_key=os.environ.get("OPENAI_API_KEY"), model_path=model_path,
+                          path=replay)
+        new = augment(read_pairs(source), pol, samples)
+    except PolicyError as exc:
+        raise UserError(str(exc)) from None
+    n = write_pairs(out, new)
+    console.print(f"wrote {n} new pairs to {out}", highlight=False)
+
+
 def main() -> None:
     app()
 

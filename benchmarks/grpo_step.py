@@ -1,0 +1,72 @@
+"""Where the time of a GRPO step goes on this machine: generating, evaluating, updating.
+
+    python benchmarks/grpo_step.py [--steps 3] [--G 8] [--groups 2] [--mode fixed|sqd]
+
+Uses a tiny model taught to write two real dgemm kernels (built here, cached under
+/tmp/perfgym-bench-coder), so the evaluator compiles, runs and times real code. Prints the
+shares of the steps' wall time measured in one run. The evaluator must not dominate.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--G", type=int, default=8)
+    ap.add_argument("--groups", type=int, default=2)
+    ap.add_argument("--mode", default="fixed", choices=["fixed", "sqd"])
+    ap.add_argument("--max-completion-length", type=int, default=200)
+    args = ap.parse_args()
+
+    from perfgym.train import grpo
+    from perfgym.train.tiny import build_coder_model
+    templates = Path(__file__).parent / "templates"
+    model = build_coder_model(Path(tempfile.gettempdir()) / "perfgym-bench-coder", templates)
+    out = Path(tempfile.mkdtemp(prefix="perfgym-grpo-bench-"))
+    settings = grpo.GRPOSettings(model_path=str(model), mode=args.mode, output_dir=str(out),
+                                 steps=args.steps, G=args.G, groups_per_step=args.groups,
+                                 max_completion_length=args.max_completion_length,
+                                 learning_rate=1e-4, save_steps=10**6, templates=str(templates))
+    run = grpo.build(settings)
+    spent = {"generate": 0.0, "evaluate": 0.0}
+
+    def timed(name, fn):
+        def wrapper(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return wrapper
+
+    run.trainer._generate = timed("generate", run.trainer._generate)  # rollout or TRL's own
+    run.reward.score = timed("evaluate", run.reward.score)
+    t0 = time.perf_counter()
+    run.trainer.train()
+    total = time.perf_counter() - t0
+    update = total - spent["generate"] - spent["evaluate"]
+    n = args.steps * args.G * args.groups
+    print(f"{args.steps} GRPO steps ({args.mode} mode, {args.groups} prompts x G={args.G}, "
+          f"{n} completions) in {total:.1f} s, {total / args.steps:.2f} s per step")
+    for name, seconds in (("generate", spent["generate"]), ("evaluate", spent["evaluate"]),
+                          ("update and the rest", update)):
+        print(f"  {name:20s} {seconds:7.2f} s  {100 * seconds / total:5.1f}%")
+    statuses = {}
+    for s in run.reward.step_stats:
+        for k, v in s["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    print(f"  statuses: {statuses}")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Recipes: a TOML file with [pairs], [sft] and [grpo] sections, run in that order. `smoke`
+shrinks everything to minutes on the CPU and, without a model path, uses the tiny local model."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ..config import EvalConfig
+from . import grpo, sft
+from .pairs import filter_pairs, split, starter_set, write_pairs
+
+SMOKE_GRPO = {"steps": 2, "G": 2, "groups_per_step": 1, "fixed_prompts": 1,
+              "max_completion_length": 64, "save_steps": 1,
+              "eval_overrides": {"max_time": 0.2, "max_samples": 10, "min_samples": 3}}
+SMOKE_SFT = {"max_steps": 3, "batch_size": 2, "warmup_steps": 0, "max_length": 1024}
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        recipe = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"recipe {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"recipe {path}: not valid TOML: {exc}") from None
+    unknown = set(recipe) - {"pairs", "sft", "grpo"}
+    if unknown or not recipe:
+        raise ValueError(f"recipe {path}: sections are [pairs], [sft], [grpo]; got "
+                         f"{', '.join(sorted(recipe)) or 'none'}")
+    return recipe
+
+
+def _settings(cls, values: dict[str, Any], where: str):
+    names = {f.name for f in fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ValueError(f"[{where}] has unknown keys: {', '.join(sorted(unknown))}")
+    tuples = {f.name for f in fields(cls) if "tuple" in str(f.type)}
+    return cls(**{k: tuple(v) if k in tuples and isinstance(v, list) else v
+                  for k, v in values.items()})
+
+
+def run(path: str | Path, model_path: str | None, output_dir: str | Path,
+        smoke: bool = False) -> dict[str, Any]:
+    recipe = load(path)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if model_path is None:
+        if not smoke:
+            raise ValueError("a recipe needs --model-path (or --smoke for the tiny local model)")
+        from .tiny import build_tiny_model
+        model_path = str(build_tiny_model(out / "tiny-model"))
+    results: dict[str, Any] = {"model_path": model_path}
+
+    if "pairs" in recipe:
+        p = recipe["pairs"]
+        if p.get("source", "starter") != "starter":
+            raise ValueError("[pairs] source: only 'starter' is built in; point [sft] pairs at a "
+                             "JSONL of your own instead")
+        pairs = starter_set()[:4] if smoke else starter_set()
+        kept, dropped = filter_pairs(pairs, EvalConfig(**(SMOKE_GRPO["eval_overrides"]
+                                                          if smoke else {})))
+        train_pairs, test_pairs = split(kept, p.get("seed", 42), p.get("test_fraction", 0.2))
+        write_pairs(out / "pairs_train.jsonl", train_pairs)
+        write_pairs(out / "pairs_test.jsonl", test_pairs)
+        results["pairs"] = {"kept": len(kept), "dropped": len(dropped),
+                            "train": len(train_pairs), "test": len(test_pairs)}
+
+    if "sft" in recipe:
+        values = {"pairs": str(out / "pairs_train.jsonl"), **recipe["sft"],
+                  "model_path": model_path, "output_dir": str(out / "sft")}
+        if smoke:
+            values.update(SMOKE_SFT)
+        settings = _settings(sft.SFTSettings, values, "sft")
+        sft.train(settings)
+        model_path = str(out / "sft" / ("merged" if settings.lora else "final"))
+        results["sft"] = model_path
+
+    if "grpo" in recipe:
+        values = {**recipe["grpo"], "model_path": model_path, "output_dir": str(out / "grpo")}
+        if smoke:
+            values.update(SMOKE_GRPO)
+        run_ = grpo.train(_settings(grpo.GRPOSettings, values, "grpo"))
+        results["grpo"] = {"steps": len(run_.reward.step_stats),
+                           "completions": len(run_.reward.seen),
+                           "last": run_.reward.step_stats[-1] if run_.reward.step_stats else None}
+    return results

@@ -1,0 +1,52 @@
+"""The training commands as a user runs them: recipes in --smoke mode, pairs commands."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RECIPES = sorted((Path(__file__).parents[2] / "recipes").glob("*.toml"))
+
+
+def perfgym(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "perfgym.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200",
+                                                   "TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
+def test_recipe_smoke(recipe, tmp_path):
+    pytest.importorskip("trl")
+    r = perfgym("train", "recipe", str(recipe), "--smoke", "--output-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["grpo"]["completions"] == 4  # 2 steps x 1 prompt x G=2
+    store = tmp_path / "grpo" / "run.sqlite"
+    assert store.is_file()
+    if "pairs" in result:
+        assert result["pairs"]["train"] + result["pairs"]["test"] == result["pairs"]["kept"]
+        assert (tmp_path / "sft" / "merged" / "config.json").is_file()
+
+
+def test_recipe_errors(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[grpo]\nnot_a_field = 1\n")
+    r = perfgym("train", "recipe", str(bad), "--smoke", "--output-dir", str(tmp_path / "o"))
+    assert r.returncode == 2 and "not_a_field" in r.stderr and "Traceback" not in r.stderr
+    r = perfgym("train", "recipe", str(RECIPES[0]), "--output-dir", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--model-path" in r.stderr
+
+
+def test_pairs_commands(tmp_path):
+    r = perfgym("pairs", "starter", "--out", str(tmp_path / "s.jsonl"), "--no-filter")
+    assert r.returncode == 0, r.stderr
+    n = len((tmp_path / "s.jsonl").read_text().splitlines())
+    r = perfgym("pairs", "split", str(tmp_path / "s.jsonl"), "--out-dir", str(tmp_path / "sp"))
+    assert r.returncode == 0
+    train = (tmp_path / "sp" / "train.jsonl").read_text().splitlines()
+    test = (tmp_path / "sp" / "test.jsonl").read_text().splitlines()
+    assert len(train) + len(test) == n and len(test) == round(0.2 * n)
+    r = perfgym("pairs", "split", str(tmp_path / "missing.jsonl"), "--out-dir", str(tmp_path))
+    assert r.returncode == 2 and "missing.jsonl" in r.stderr
