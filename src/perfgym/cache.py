@@ -23,9 +23,11 @@ _NOT_IN_KEY = {"use_cache", "seed", "compile_timeout"}
 
 
 def cache_key(task: Task, code: str, size: dict[str, int], config: EvalConfig,
-              machine_id: str) -> str:
+              machine_id: str, exact: bool = False) -> str:
+    """`exact`: hash the text as it is (Python, where indentation is meaning)."""
     cfg = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_KEY}
-    blob = json.dumps({"code": normalize(code), "task": task.name, "spec": task.spec_hash,
+    text = code.rstrip() if exact else normalize(code)
+    blob = json.dumps({"code": text, "task": task.name, "spec": task.spec_hash,
                        "size": size, "config": cfg, "machine": machine_id}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 

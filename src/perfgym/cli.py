@@ -138,10 +138,11 @@ def _print_outcomes(requests: list[Request], outcomes: list[Outcome], rewards: l
             console.print(f"{head}  {o.message}", highlight=False)
             if o.ok:
                 t = o.timing
+                rate = f"  {o.gbps:.2f} GB/s" if o.gbps is not None else ""
                 console.print(f"    median {t.median * 1e3:.3f} ms  min {t.minimum * 1e3:.3f} ms  "
                               f"mean {t.mean * 1e3:.3f} ms  CV {t.cv * 100:.1f}%  "
-                              f"({len(t.samples)} samples, {t.warmups} warm-ups)  "
-                              f"{o.gbps:.2f} GB/s", style="dim", highlight=False)
+                              f"({len(t.samples)} samples, {t.warmups} warm-ups){rate}",
+                              style="dim", highlight=False)
             elif o.details:
                 for line in o.details.splitlines()[:12]:
                     console.print(f"    {line}", style="dim", highlight=False, markup=False)
@@ -175,6 +176,12 @@ def tasks_list(ctx: typer.Context,
                      "sizes": [format_size(s) for s in t.sizes("all")],
                      "naive": measured.get("naive"), "expert": measured.get("expert"),
                      "path": str(t.directory)})
+    from .tasks.torch_task import builtin_gpu_names
+    for name in builtin_gpu_names():
+        t = get_task(name)
+        rows.append({"name": t.name, "kind": "gpu (KernelBench format)", "entry": t.entry,
+                     "default_size": {}, "sizes": ["fixed in the problem file"], "naive": None,
+                     "expert": None, "path": str(t.path)})
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -197,6 +204,12 @@ def tasks_show(name: str = typer.Argument(..., help="task name or directory"),
     t = get_task(name)
     if stage is not None and stage not in range(1, 7):
         raise UserError(f"stage {stage} does not exist: stages are 1-6")
+    if getattr(t, "language", "c") == "torch":
+        console.print(f"[bold]{t.name}[/] (GPU, KernelBench format)  {t.path}", highlight=False)
+        console.rule("prompt")
+        console.print(generate_prompt(t, None, machine_mod.machine_info()), highlight=False,
+                      markup=False)
+        return
     console.print(f"[bold]{t.name}[/] ({t.kind})  {t.directory}", highlight=False)
     console.print(f"entry: {t.entry}", highlight=False, markup=False)
     console.print(f"FLOPs: {t.flops}   bytes: {t.bytes}   reference: {t.reference}",

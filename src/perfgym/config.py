@@ -29,6 +29,10 @@ class EvalConfig:
     compare_baseline: bool = True  # time the task's naive kernel too, for the speedup
     use_cache: bool = True
     seed: int | None = None  # input seed; None: a fresh secret one per evaluation
+    # PyTorch/Triton/CUDA tasks
+    trials: int = 3  # correctness trials, each with fresh inputs and weights
+    require_custom_kernel: bool = True  # False: plain PyTorch candidates are scored too
+    device: str | None = None  # "cuda" or "cpu"; None: cuda when there is a GPU
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

@@ -82,6 +82,8 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
     info = machine.summary(machine.machine_info(config.compiler))
     fail = lambda status, msg, details="", **kw: _outcome(  # noqa: E731
         task, size, config, status, msg, details, started, machine=info, **kw)
+    if getattr(task, "language", "c") == "torch":
+        return _evaluate_torch(task, text, config, info, started, fail)
 
     try:
         code = extract_code(text, task.signature)
@@ -132,6 +134,20 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
                              techniques=sorted(found)))
     return Prepared(task, code, size, config, workdir, sorted(found), info, started, key,
                     {"build": build.seconds})
+
+
+def _evaluate_torch(task, text: str, config: EvalConfig, info: dict, started: float,
+                    fail) -> Outcome:
+    """PyTorch/Triton/CUDA tasks: the backend runs the whole protocol in one worker."""
+    from .backends import pytorch
+    key = cache_key(task, text, {}, config, info["id"], exact=True) if config.use_cache else None
+    if key and (hit := outcome_cache().get(key)) is not None:
+        return hit
+    outcome = pytorch.evaluate_torch(task, text, config, info, started, fail)
+    outcome.elapsed = time.monotonic() - started
+    if key:
+        outcome_cache().put(key, outcome)
+    return outcome
 
 
 def measure(p: Prepared) -> Outcome:

@@ -81,6 +81,9 @@ class Outcome:
     elapsed: float = 0.0  # wall seconds the whole evaluation took
     cached: bool = False
     per_size: list[dict[str, Any]] = field(default_factory=list)  # set when sizes are folded
+    flags: list[str] = field(default_factory=list)  # e.g. precision_downcast, implausible_speedup
+    device: str | None = None  # where a PyTorch candidate was timed: "cuda" or "cpu"
+    reference_timing: Timing | None = None  # the PyTorch reference, timed the same way
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,7 @@ class Outcome:
     def from_dict(cls, d: dict[str, Any]) -> "Outcome":
         d = dict(d)
         d["status"] = Status(d["status"])
-        if d.get("timing"):
-            d["timing"] = Timing(**d["timing"])
+        for key in ("timing", "reference_timing"):
+            if d.get(key):
+                d[key] = Timing(**d[key])
         return cls(**d)

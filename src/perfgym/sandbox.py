@@ -60,10 +60,14 @@ class RunResult:
 
 SHADOWED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 ROOT_WORK_DIR = Path("/var/lib/perfgym/work")  # not world-writable, so not shadowed
-# Runs inside the new mount namespace as root, then drops to the sandbox uid.
-_SHADOW_SCRIPT = ('for d in "$@"; do [ "$d" = -- ] && { shift; break; }; '
-                  'mount -t tmpfs -o size=4m,mode=1777 perfgym-shadow "$d" || exit 97; shift; '
-                  'done; exec "$@"')
+# Runs inside the new mount namespace as root, then drops to the sandbox uid: every argument
+# before "--" is a world-writable directory to shadow, or SRC=DST to bind read-only.
+_SHADOW_SCRIPT = ('for d in "$@"; do [ "$d" = -- ] && { shift; break; }; case "$d" in '
+                  '*=*) mount --bind "${d%%=*}" "${d#*=}" && '
+                  'mount -o remount,ro,bind "${d#*=}" || exit 96;; '
+                  '*) mount -t tmpfs -o size=64m,mode=1777 perfgym-shadow "$d" || exit 97;; '
+                  'esac; shift; done; exec "$@"')
+EXPOSE_ROOT = Path("/var/lib/perfgym/expose")  # mount points for exposed host directories
 
 
 @dataclass
@@ -195,9 +199,20 @@ def _prlimit_args(limits: Limits) -> list[str]:
     ]
 
 
+def expose_path(host_dir: str | Path) -> Path:
+    """Where `host_dir` appears inside the sandbox when passed in `expose` (as root, a
+    read-only bind under EXPOSE_ROOT; otherwise the directory itself)."""
+    host_dir = Path(host_dir).resolve()
+    if not (isolation().own_uid and isolation().private_tmp):
+        return host_dir
+    import hashlib
+    return EXPOSE_ROOT / hashlib.sha256(str(host_dir).encode()).hexdigest()[:12]
+
+
 def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
-        env: dict[str, str] | None = None) -> RunResult:
-    """Run `argv` in `workdir` under every isolation layer this host supports."""
+        env: dict[str, str] | None = None, expose: list[str | Path] = ()) -> RunResult:
+    """Run `argv` in `workdir` under every isolation layer this host supports. Directories in
+    `expose` (e.g. a Python installation under /root) become readable at `expose_path(dir)`."""
     iso = isolation()
     clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
                  "LC_ALL": "C", "TMPDIR": str(workdir)}
@@ -210,7 +225,12 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
             namespaces = (["--net"] if iso.no_network else []) + (
                 ["--mount", "--propagation", "private"] if iso.private_tmp else [])
             if iso.private_tmp:
-                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", *_shadowed(), "--"] + wrapped
+                binds = []
+                for host_dir in expose:
+                    target = expose_path(host_dir)
+                    target.mkdir(parents=True, exist_ok=True)
+                    binds.append(f"{Path(host_dir).resolve()}={target}")
+                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", *_shadowed(), *binds, "--"] + wrapped
             if namespaces:
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
             return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,

@@ -48,6 +48,9 @@ class Engine:
     templates: Path | None = None  # a directory of prompt templates overriding ours
 
     def prompt(self, step: Step) -> str:
+        if step.op == "generate":
+            return expand_prompt(self.task, "generate", None, None, step.stage, self.machine,
+                                 override_dir=self.templates)
         return expand_prompt(self.task, step.op, step.parent.completion if step.parent else None,
                              step.parent.outcome if step.parent else None, step.stage,
                              self.machine, override_dir=self.templates)

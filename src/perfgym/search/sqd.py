@@ -100,7 +100,9 @@ class SQD:
 
     def plan(self, t: int, seed: Candidate, pool: dict[int, list[Candidate]]) -> list[Step]:
         stages = self.config.stages
-        nodes: list[tuple[Candidate, str, int]] = [(seed, "improve", stages[0])]
+        # GPU tasks: the seed is the PyTorch reference, which a model rewrites from scratch
+        seed_op = "generate" if getattr(self.engine.task, "language", "c") == "torch" else "improve"
+        nodes: list[tuple[Candidate, str, int]] = [(seed, seed_op, stages[0])]
         for s in sorted(pool):
             top, mid, err = select(pool[s], self.config.ratios)
             i = stages.index(s) if s in stages else len(stages) - 1

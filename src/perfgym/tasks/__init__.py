@@ -10,19 +10,28 @@ __all__ = ["ArraySpec", "Task", "TaskError", "builtin_names", "format_size", "ge
 
 
 def builtin_names() -> list[str]:
+    """The built-in CPU (C/OpenMP) tasks."""
     return sorted(p.name for p in BUILTIN_DIR.iterdir() if (p / "task.toml").is_file())
 
 
-def get_task(name_or_path: str | Path) -> Task:
-    """A built-in task by name, or any task directory by path."""
-    candidate = BUILTIN_DIR / str(name_or_path)
-    if "/" not in str(name_or_path) and (candidate / "task.toml").is_file():
+def get_task(name_or_path: str | Path):
+    """A built-in task by name (CPU or GPU), a C task directory, or a KernelBench-format
+    problem file (.py)."""
+    from .torch_task import BUILTIN_GPU_DIR, builtin_gpu_names, load_torch_task
+    name = str(name_or_path)
+    candidate = BUILTIN_DIR / name
+    if "/" not in name and (candidate / "task.toml").is_file():
         return load_task(candidate)
+    if "/" not in name and name in builtin_gpu_names():
+        return load_torch_task(BUILTIN_GPU_DIR / f"{name}.py")
     path = Path(name_or_path)
     if path.is_dir():
         return load_task(path)
-    raise TaskError(f"no task {str(name_or_path)!r}: use one of {', '.join(builtin_names())} "
-                    "or a path to a task directory")
+    if path.suffix == ".py" and path.is_file():
+        return load_torch_task(path)
+    raise TaskError(f"no task {name!r}: use one of {', '.join(builtin_names())} (CPU), "
+                    f"{', '.join(builtin_gpu_names())} (GPU), a task directory or a "
+                    "KernelBench problem file")
 
 
 def parse_size(text: str, task: Task) -> dict[str, int]:
