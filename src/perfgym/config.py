@@ -33,6 +33,7 @@ class EvalConfig:
     trials: int = 3  # correctness trials, each with fresh inputs and weights
     require_custom_kernel: bool = True  # False: plain PyTorch candidates are scored too
     device: str | None = None  # "cuda" or "cpu"; None: cuda when there is a GPU
+    torch_timeout: float = 180.0  # seconds for the whole worker: import, trials, timing
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

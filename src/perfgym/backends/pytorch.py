@@ -70,21 +70,32 @@ def nvcc_check(sources: list[str], workdir: Path) -> tuple[bool, str]:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return True, "nvcc not found: CUDA sources not compile-checked"
+    base = Path(sys.base_prefix).resolve()
     try:
         from torch.utils.cpp_extension import include_paths
-        includes = [f"-I{p}" for p in include_paths()]
+        includes = [f"-I{_inside(Path(p), base)}" for p in include_paths()]
     except ImportError:
         includes = []
+    import sysconfig
+    includes.append(f"-I{_inside(Path(sysconfig.get_paths()['include']), base)}")  # Python.h
     for i, src in enumerate(sources):
         (workdir / f"kernel{i}.cu").write_text(src)
         r = sandbox.run([nvcc, "-std=c++17", "-c", f"kernel{i}.cu", "-o", f"kernel{i}.o",
                          *includes], workdir,
                         sandbox.Limits(wall_seconds=180, cpu_seconds=300, address_space=16 << 30,
-                                       file_size=256 << 20))
+                                       file_size=256 << 20), expose=[str(base)])
         if not r.ok:
-            diag = "\n".join(ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip())[:3000]
-            return False, diag
+            lines = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
+            errors = [i for i, ln in enumerate(lines) if "error" in ln]
+            keep = [ln for i, ln in enumerate(lines) if any(0 <= i - e <= 2 for e in errors)]
+            return False, "\n".join((keep or lines)[:30])
     return True, ""
+
+
+def _inside(path: Path, base: Path) -> Path:
+    """Where a host path under `base` appears inside the sandbox."""
+    path = path.resolve()
+    return sandbox.expose_path(base) / path.relative_to(base) if path.is_relative_to(base) else path
 
 
 def _python_in_sandbox() -> tuple[str, dict[str, str], list[str]]:
@@ -118,7 +129,7 @@ def run_worker(problem_source: str, code: str, config: EvalConfig, workdir: Path
                 str(config.n_threads), "TRITON_CACHE_DIR": str(workdir / ".triton"),
                 "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"})
-    limits = sandbox.Limits(wall_seconds=max(config.timeout, 60.0), cpu_seconds=600,
+    limits = sandbox.Limits(wall_seconds=config.torch_timeout, cpu_seconds=600,
                             address_space=64 << 30, file_size=1 << 30, processes=256,
                             output_bytes=256 << 10)
     result = sandbox.run([exe, "torch_worker.py", "manifest.json"], workdir, limits, env=env,
@@ -188,7 +199,7 @@ def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: 
 def _judge(result, report, config, workdir, audit, device, outcome) -> Outcome:
     flags = list(audit.flags)
     if result.timed_out:
-        return outcome(Status.TIMEOUT, f"did not finish within {max(config.timeout, 60):g} s",
+        return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s",
                        flags=flags)
     if report is None or result.killed_by:
         why = f"crashed with {result.killed_by}" if result.killed_by else "the worker died"
