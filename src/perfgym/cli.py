@@ -663,6 +663,34 @@ def pairs_augment(source: Path = typer.Argument(...), out: Path = typer.Option(.
     console.print(f"wrote {n} new pairs to {out}", highlight=False)
 
 
+@app.command("serve")
+@_guard
+def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (localhost by "
+                                       "default; 0.0.0.0 to serve other machines)"),
+              port: int = typer.Option(8000),
+              token: Optional[str] = typer.Option(None, envvar="PERFGYM_TOKEN",
+                                                  help="bearer token (default: $PERFGYM_TOKEN, "
+                                                  "else a new random one, printed)"),
+              no_auth: bool = typer.Option(False, "--no-auth", help="serve without a token "
+                                           "(only sensible on localhost)"),
+              max_batch: int = typer.Option(64, help="candidates per request"),
+              max_body: int = typer.Option(4 << 20, help="bytes per request")) -> None:
+    """Serve the gym over HTTP: POST /evaluate, GET /tasks, GET /health, /openapi.json."""
+    import secrets as _secrets
+    try:
+        from .serve import serve
+    except ImportError:
+        raise UserError("the service needs the serve extra: pip install 'perfgym[serve]'")
+    if no_auth:
+        token = None
+    elif not token:
+        token = _secrets.token_urlsafe(24)
+        err_console.print(f"token: {token}  (send 'Authorization: Bearer <token>'; set "
+                          "PERFGYM_TOKEN to choose it)", highlight=False, soft_wrap=True)
+    machine_mod.machine_info()  # measure before the first request, not during it
+    serve(host, port, token, max_batch, max_body)
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,123 @@
+"""`perfgym serve` started as a user would, then talked to over HTTP."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from perfgym import get_task  # noqa: E402
+from perfgym.client import RewardClient, RewardServiceError  # noqa: E402
+
+TOKEN = "test-token-123"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "perfgym.cli", "serve", "--port", str(port),
+                             "--max-batch", "8", "--max-body", "200000"],
+                            env={**os.environ, "PERFGYM_TOKEN": TOKEN},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    client = RewardClient(url, TOKEN, timeout=120)
+    for _ in range(200):
+        try:
+            client.health()
+            break
+        except RewardServiceError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError(proc.stdout.read().decode())
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_batch_with_token(server):
+    task = get_task("dgemm")
+    naive = task.baseline.read_text()
+    client = RewardClient(server, TOKEN, timeout=120)
+    results = client.evaluate([
+        {"task": "dgemm", "code": naive, "size": "32"},
+        {"task": "dgemm", "code": "no code here", "size": "32"},
+        {"task": "dgemm", "code": task.expert.read_text(), "size": "32", "stage": 3},
+    ], reward="tiered")
+    assert [r["outcome"]["status"] for r in results] == ["OK", "FORMAT_ERROR", "STAGE_VIOLATION"]
+    assert results[0]["reward"] == pytest.approx(results[0]["outcome"]["gflops"])
+    assert [r["reward"] for r in results[1:]] == [-100, -100]
+    names = {t["name"] for t in client.tasks()}
+    assert {"dgemm", "spmv", "relu"} <= names
+    health = client.health()
+    assert health["status"] == "ok" and health["candidates"] >= 3
+
+
+def test_groups_are_scored_apart(server):
+    naive = get_task("dgemm").baseline.read_text()
+    client = RewardClient(server, TOKEN, timeout=120)
+    results = client.evaluate([{"task": "dgemm", "code": naive, "size": "32", "group": "a"},
+                               {"task": "dgemm", "code": naive, "size": "64", "group": "b"}],
+                              reward="group_normalized")
+    assert [r["reward"] for r in results] == [100.0, 100.0]  # each is its group's best
+
+
+def test_without_or_with_a_wrong_token(server):
+    for client in (RewardClient(server, None), RewardClient(server, "wrong")):
+        with pytest.raises(RewardServiceError, match="401"):
+            client.evaluate([{"task": "dgemm", "code": "x"}])
+        with pytest.raises(RewardServiceError, match="401"):
+            client.tasks()
+    assert RewardClient(server, None).health()["status"] == "ok"  # liveness stays open
+
+
+@pytest.mark.parametrize("body, code, fragment", [
+    ({"candidates": [{"task": "nope", "code": "x"}]}, 400, "unknown task"),
+    ({"candidates": [{"task": "dgemm", "code": "x", "size": "M=1"}]}, 400, "must give exactly"),
+    ({"candidates": []}, 422, ""),
+    ({"candidates": [{"task": "dgemm", "code": "x"}], "reward": "best"}, 422, ""),
+    ({"candidates": [{"task": "dgemm", "code": "x", "stage": 9}]}, 422, ""),
+    ({"candidates": [{"task": "dgemm", "code": "x"}] * 9}, 422, "limit is 8"),
+    ({"candidates": [{"task": "dgemm", "code": "x" * 250_000}]}, 413, "over the limit"),
+])
+def test_bad_requests(server, body, code, fragment):
+    client = RewardClient(server, TOKEN)
+    with pytest.raises(RewardServiceError) as exc:
+        client._call("POST", "/evaluate", body)
+    assert f"HTTP {code}" in str(exc.value) and fragment in str(exc.value)
+
+
+def test_not_json(server):
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(server + "/evaluate", data=b"{not json", method="POST",
+                                 headers={"Authorization": f"Bearer {TOKEN}",
+                                          "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req)
+    assert exc.value.code == 422
+
+
+def test_schemathesis_finds_no_server_errors(server):
+    """Property-based requests generated from the OpenAPI schema: no 5xx answers."""
+    r = subprocess.run(["schemathesis", "run", f"{server}/openapi.json", "--checks",
+                        "not_a_server_error", "--max-examples", "25", "-H",
+                        f"Authorization: Bearer {TOKEN}", "--request-timeout", "120"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_openapi_schema(server):
+    import urllib.request
+    schema = json.loads(urllib.request.urlopen(server + "/openapi.json").read())
+    assert {"/evaluate", "/tasks", "/health"} <= set(schema["paths"])
