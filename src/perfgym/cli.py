@@ -73,6 +73,8 @@ def eval_cmd(
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     strict_stages: bool = typer.Option(False, help="also enforce the cache-blocking detector"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-run even identical candidates"),
+    ray_address: Optional[str] = typer.Option(None, help="evaluate on this Ray cluster's "
+                                              "benchmark nodes"),
     as_json: bool = typer.Option(False, "--json", help="print Outcomes as JSON"),
 ) -> None:
     """Evaluate kernels on a task and print a verdict per kernel and size."""
@@ -91,8 +93,12 @@ def eval_cmd(
             named.append((f"{t.name}/expert", t.expert.read_text()))
     requests = [Request(t, text, s, config, tag=(name, s)) for name, text in named
                 for s in size_list]
-    outcomes = evaluate_many(requests, progress=not as_json and len(requests) > 1
-                             and sys.stderr.isatty())
+    run_many = evaluate_many
+    if ray_address:
+        from .executors.ray_executor import RayExecutor
+        run_many = RayExecutor(ray_address).evaluate_many
+    outcomes = run_many(requests, progress=not as_json and len(requests) > 1
+                        and sys.stderr.isatty())
     rewards = _rewards(reward, requests, outcomes)
     if as_json:
         out = []
@@ -368,6 +374,8 @@ def search_cmd(
     concurrency: int = typer.Option(8, help="requests in flight (openai policy)"),
     templates: Optional[Path] = typer.Option(None, help="directory of prompt templates "
                                              "(generate.txt, improve.txt, ...) overriding ours"),
+    ray_address: Optional[str] = typer.Option(None, help="evaluate on this Ray cluster's "
+                                              "benchmark nodes"),
     as_json: bool = typer.Option(False, "--json", help="print the best candidate as JSON"),
 ) -> None:
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
@@ -414,6 +422,9 @@ def search_cmd(
         engine = Engine(store, pol, t, EvalConfig(opt=opt), reward,
                         {"temperature": temperature, "max_tokens": max_tokens}, info,
                         on_result=view.update, templates=templates)
+        if ray_address:
+            from .executors.ray_executor import RayExecutor
+            engine.executor = RayExecutor(ray_address).evaluate_many
         try:
             if algo == "sqd":
                 best = SQD(engine, SQDConfig(iterations, g, ratio_values, stage_values)).run()
@@ -661,6 +672,65 @@ def pairs_augment(source: Path = typer.Argument(...), out: Path = typer.Option(.
         raise UserError(str(exc)) from None
     n = write_pairs(out, new)
     console.print(f"wrote {n} new pairs to {out}", highlight=False)
+
+
+cluster_app = typer.Typer(help="Start and inspect a Ray cluster for benchmarking.",
+                          no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
+
+@cluster_app.command("up")
+@_guard
+def cluster_up(head: bool = typer.Option(False, help="start a head node"),
+               address: Optional[str] = typer.Option(None, help="join the head at this address"),
+               bench: bool = typer.Option(False, help="mark this node as a benchmark node"),
+               port: int = typer.Option(6379), cpus: Optional[int] = typer.Option(None)) -> None:
+    """Start a Ray node with the right resources (`ray start` underneath)."""
+    import shutil as _shutil
+    import subprocess as _subprocess
+    if head == bool(address):
+        raise UserError("give either --head or --address HEAD:PORT")
+    ray_cli = _shutil.which("ray")
+    if ray_cli is None:
+        raise UserError("ray is not installed: pip install 'perfgym[cluster]'")
+    argv = [ray_cli, "start", "--disable-usage-stats"]
+    argv += ["--head", f"--port={port}", "--include-dashboard=false"] if head else [
+        f"--address={address}"]
+    if bench:
+        argv.append('--resources={"bench_node": 1}')
+    if cpus is not None:
+        argv.append(f"--num-cpus={cpus}")
+    r = _subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise UserError(f"ray start failed: {(r.stderr or r.stdout).strip().splitlines()[-1]}")
+    console.print(f"started a {'head' if head else 'worker'} node"
+                  f"{' (benchmark node)' if bench else ''}", highlight=False)
+
+
+@cluster_app.command("status")
+@_guard
+def cluster_status(address: str = typer.Option("auto"),
+                   as_json: bool = typer.Option(False, "--json")) -> None:
+    """The cluster's live nodes, their CPUs and which are benchmark nodes."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError("ray is not installed: pip install 'perfgym[cluster]'")
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    except ConnectionError as exc:
+        raise UserError(f"no Ray cluster at {address}: {exc}") from None
+    nodes = [{"node": n["NodeID"], "address": n["NodeManagerAddress"],
+              "cpus": n["Resources"].get("CPU", 0),
+              "bench": n["Resources"].get("bench_node", 0) > 0}
+             for n in ray.nodes() if n["Alive"]]
+    if as_json:
+        print(json.dumps(nodes, indent=2))
+        return
+    table = Table("node", "address", "CPUs", "benchmark node")
+    for n in nodes:
+        table.add_row(n["node"][:12], n["address"], f"{n['cpus']:g}", "yes" if n["bench"] else "")
+    console.print(table)
 
 
 @app.command("serve")

@@ -46,6 +46,7 @@ class Engine:
     machine: dict[str, Any] | None = None
     on_result: Callable[[Candidate], None] | None = None
     templates: Path | None = None  # a directory of prompt templates overriding ours
+    executor: Callable[..., list[Outcome]] = evaluate_many  # local by default; or a cluster
 
     def prompt(self, step: Step) -> str:
         if step.op == "generate":
@@ -90,7 +91,7 @@ class Engine:
             if self.on_result:
                 self.on_result(self.store.get(pending[i].id))
 
-        evaluate_many(requests, on_result=record)
+        self.executor(requests, on_result=record)
 
     def _reward_groups(self, steps: list[Step]) -> None:
         groups: dict[tuple, list[Candidate]] = defaultdict(list)

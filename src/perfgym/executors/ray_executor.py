@@ -1,0 +1,85 @@
+"""The Ray executor: the same `evaluate_many` seam, on an existing Ray cluster.
+
+Benchmark nodes carry a custom resource (`bench_node: 1`); every evaluation asks for one unit,
+so exactly one timing runs per benchmark node at a time, on that node, with that node's machine
+fingerprint, measured peaks and outcome cache. A task whose node dies is retried by Ray and runs
+again when a benchmark node is back (or a new one joins); the caller gets every answer, in
+order, once.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from ..config import EvalConfig
+from ..outcome import Outcome
+from ..tasks import builtin_names
+from .local import Request
+
+BENCH_RESOURCE = "bench_node"
+
+
+def _task_ref(task) -> str:
+    from ..tasks.torch_task import builtin_gpu_names
+    if task.name in builtin_names() or task.name in builtin_gpu_names():
+        return task.name
+    return str(getattr(task, "path", None) or task.directory)
+
+
+def _evaluate_here(task_ref: str, text: str, size: dict | None,
+                   config: dict[str, Any]) -> dict[str, Any]:
+    """Runs on a benchmark node."""
+    import ray
+
+    from .. import evaluate, get_task
+    fields = {f.name for f in dataclasses.fields(EvalConfig)}
+    cfg = EvalConfig(**{k: tuple(v) if k == "extra_flags" else v for k, v in config.items()
+                        if k in fields and k != "threads"}, threads=config.get("threads"))
+    outcome = evaluate(get_task(task_ref), text, size, cfg).to_dict()
+    outcome["node"] = ray.get_runtime_context().get_node_id()
+    return outcome
+
+
+class RayExecutor:
+    def __init__(self, address: str | None = None, bench_resource: str = BENCH_RESOURCE,
+                 max_retries: int = 10) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError("the Ray executor needs the cluster extra: "
+                               "pip install 'perfgym[cluster]'") from None
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:  # a local one-node cluster whose node is the benchmark node
+                ray.init(resources={bench_resource: 1}, log_to_driver=False)
+        self.ray = ray
+        self.bench_resource = bench_resource
+        self.remote = ray.remote(_evaluate_here).options(
+            num_cpus=1, resources={bench_resource: 1}, max_retries=max_retries)
+
+    def bench_nodes(self) -> list[dict[str, Any]]:
+        return [n for n in self.ray.nodes() if n["Alive"] and
+                n["Resources"].get(self.bench_resource, 0) > 0]
+
+    def evaluate_many(self, requests: Sequence[Request], progress: bool = False,
+                      on_result: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
+        refs = []
+        for r in requests:
+            cfg = r.config.to_dict()
+            cfg["threads"] = r.config.threads  # the node decides its own core count
+            refs.append(self.remote.remote(_task_ref(r.task), r.text, r.size, cfg))
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Outcome | None] = [None] * len(refs)
+        pending = list(refs)
+        while pending:
+            done, pending = self.ray.wait(pending, num_returns=1)
+            for ref in done:
+                data = self.ray.get(ref)
+                node = data.pop("node")
+                outcome = Outcome.from_dict(data)
+                outcome.config["node"] = node
+                results[index[ref]] = outcome
+                if on_result:
+                    on_result(index[ref], outcome)
+        return results  # type: ignore[return-value]

@@ -1,0 +1,111 @@
+"""A real two-node Ray cluster on this machine: a head, and a worker marked as the benchmark
+node, each started with `ray start`. Every timing must run on the benchmark node, and killing
+that node mid-batch must still end with every request answered once, after a new one joins."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from perfgym import EvalConfig, Status, get_task  # noqa: E402
+from perfgym.executors import Request  # noqa: E402
+
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_worker(address):
+    """A benchmark node in the foreground (--block), in its own process group to kill."""
+    proc = subprocess.Popen(["ray", "start", "--block", f"--address={address}", "--num-cpus=1",
+                             '--resources={"bench_node": 1}', "--disable-usage-stats"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    return proc
+
+
+def wait_for_bench_nodes(n, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        alive = [x for x in ray.nodes() if x["Alive"] and x["Resources"].get("bench_node")]
+        if len(alive) >= n:
+            return alive
+        time.sleep(0.2)
+    raise TimeoutError("no benchmark node joined")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if shutil.which("ray") is None:
+        pytest.skip("no ray CLI")
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    subprocess.run(["ray", "start", "--head", f"--port={port}", "--num-cpus=1",
+                    "--include-dashboard=false", "--disable-usage-stats"], env=ENV, check=True,
+                   capture_output=True)
+    worker = start_worker(address)
+    try:
+        ray.init(address=address, log_to_driver=False)
+        wait_for_bench_nodes(1)
+        yield address, worker
+    finally:
+        ray.shutdown()
+        subprocess.run(["ray", "stop", "--force"], env=ENV, capture_output=True)
+
+
+def variants(n):
+    naive = get_task("dgemm").baseline.read_text()
+    return [naive.replace("void matmul_optimized(", f"static const int v{i} = {i};\n"
+                          "void matmul_optimized(", 1) for i in range(n)]
+
+
+def test_every_timing_runs_on_the_benchmark_node(cluster):
+    from perfgym.executors.ray_executor import RayExecutor
+    executor = RayExecutor()
+    bench = {n["NodeID"] for n in executor.bench_nodes()}
+    head = {n["NodeID"] for n in ray.nodes() if n["Alive"]} - bench
+    task = get_task("dgemm")
+    config = EvalConfig(use_cache=False, max_time=0.2, max_samples=10, min_samples=3)
+    outs = executor.evaluate_many([Request(task, t, {"M": 64, "N": 64, "K": 64}, config)
+                                   for t in variants(4)] + [Request(task, "garbage", None, config)])
+    assert [o.status for o in outs] == [Status.OK] * 4 + [Status.FORMAT_ERROR]
+    assert {o.config["node"] for o in outs} <= bench and head
+    assert all(o.machine["id"] for o in outs[:4])  # the node's own fingerprint travels along
+
+
+def test_killing_the_benchmark_node_mid_batch(cluster):
+    from perfgym.executors.ray_executor import RayExecutor
+    address, worker = cluster
+    executor = RayExecutor()
+    task = get_task("dgemm")
+    config = EvalConfig(use_cache=False, max_time=0.3, max_samples=20, min_samples=5)
+    requests = [Request(task, t, None, config) for t in variants(8)]
+    answered, replacement = [], []
+
+    def on_result(i, outcome):
+        answered.append(i)
+        if len(answered) == 2 and not replacement:
+            os.killpg(worker.pid, signal.SIGKILL)  # the node dies mid-batch
+            time.sleep(1.0)
+            replacement.append(start_worker(address))  # and a new one joins
+
+    try:
+        outs = executor.evaluate_many(requests, on_result=on_result)
+    finally:
+        for p in replacement:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert replacement, "the kill should have happened mid-batch"
+    assert sorted(answered) == list(range(8))  # every request answered, once
+    assert all(o.status is Status.OK for o in outs)
+    nodes = {o.config["node"] for o in outs}
+    assert len(nodes) == 2  # some before the kill, the rest on the replacement
