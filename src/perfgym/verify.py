@@ -1,14 +1,11 @@
 """Compare a kernel's outputs with the task's NumPy reference."""
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from .tasks import Task
+from .tasks import Task, load_python_attr
 
 SAMPLED_RANDOM_POINTS = 100  # seed 000: 4 corners, centre and 100 random positions
 
@@ -25,7 +22,7 @@ def reference_outputs(task: Task, inputs: dict[str, np.ndarray],
     """The task's reference answer for `inputs`, as name -> array for every output."""
     outputs = [a.name for a in task.arrays.values() if a.role == "out"]
     if task.reference.endswith(".py"):
-        fn = _reference_function(str(task.directory / task.reference))
+        fn = load_python_attr(str(task.directory / task.reference), "reference")
         result = fn(**inputs, **size)
     else:
         namespace = {"np": np, "numpy": np, **inputs, **size}
@@ -35,14 +32,6 @@ def reference_outputs(task: Task, inputs: dict[str, np.ndarray],
     if isinstance(result, tuple):
         return dict(zip(outputs, (np.asarray(r) for r in result)))
     return {outputs[0]: np.asarray(result)}
-
-
-@lru_cache(maxsize=None)
-def _reference_function(path: str):
-    spec = importlib.util.spec_from_file_location(f"perfgym_ref_{Path(path).parent.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.reference
 
 
 def sample_points(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -6,18 +6,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-NAIVE_IKJ = """Here is a tuned version.
-```c
-void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
-    for (int i = 0; i < M; i++) {
-        for (int j = 0; j < N; j++) C[i * N + j] = 0.0;
-        for (int k = 0; k < K; k++) {
-            double a = A[i * K + k];
-            for (int j = 0; j < N; j++) C[i * N + j] += a * B[k * N + j];
-        }
-    }
-}
-```"""
+from perfgym.train.pairs import VARIANTS_DIR
+
+NAIVE_IKJ = ("Here is a tuned version.\n```c\n"
+             + (VARIANTS_DIR / "dgemm__ikj_loop_order.c").read_text() + "```")
 WRONG = """```c
 void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
     for (int i = 0; i < M; i++)

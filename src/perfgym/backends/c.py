@@ -21,7 +21,7 @@ from .. import sandbox
 from ..checks.audit import ObjectFacts, audit_object, audit_preprocessed, inspect_object
 from ..config import EvalConfig
 from ..paths import cache_dir
-from ..tasks import Task, TaskError
+from ..tasks import Task, TaskError, load_python_attr
 from ..tasks.signature import Signature
 
 DIAGNOSTIC_LINES = 12  # compiler diagnostics kept for feedback prompts
@@ -173,7 +173,7 @@ class InputSets:
 def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
     """One input set: from the task's generator when it has one, else uniform in [low, high)."""
     if task.generator:
-        arrays = _generator(str(task.directory / task.generator))(rng, **size)
+        arrays = load_python_attr(str(task.directory / task.generator), "make_inputs")(rng, **size)
         for a in task.arrays.values():
             if a.role != "in":
                 continue
@@ -195,15 +195,6 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
         else:
             arrays[a.name] = rng.integers(int(low), int(high), size=shape).astype(a.dtype)
     return arrays
-
-
-@lru_cache(maxsize=None)
-def _generator(path: str):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f"perfgym_inputs_{Path(path).parent.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.make_inputs
 
 
 def pointer_order(task: Task) -> list[str]:

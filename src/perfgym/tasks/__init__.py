@@ -1,12 +1,24 @@
 """Tasks: the built-in suite and task directories users write."""
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from .spec import BUILTIN_DIR, ArraySpec, Task, TaskError, format_size, load_task
 
 __all__ = ["ArraySpec", "Task", "TaskError", "builtin_names", "format_size", "get_task",
-           "load_task", "parse_size"]
+           "load_python_attr", "load_task", "parse_size"]
+
+
+@lru_cache(maxsize=None)
+def load_python_attr(path: str, attr: str):
+    """`attr` from the Python file at `path` (a task's reference.py or inputs.py)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"perfgym_task_{Path(path).parent.name}_"
+                                                  f"{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, attr)
 
 
 def builtin_names() -> list[str]:
