@@ -41,7 +41,9 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         size = r.size or r.task.default_size
         key = (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
                r.config.replace(stage=None, seed=None, use_cache=True))
-        if r.config.compare_baseline and key not in seen:
+        # (GPU tasks time their PyTorch reference inside the same worker instead)
+        if r.config.compare_baseline and getattr(r.task, "language", "c") == "c" \
+                and key not in seen:
             seen.add(key)
             baseline(r.task, size, r.config)
 
