@@ -14,6 +14,7 @@ def run(mode, model_path, out, steps=2, groups=2):
     settings = grpo.GRPOSettings(
         model_path=str(model_path), mode=mode, output_dir=str(out), steps=steps, G=4,
         groups_per_step=groups, max_completion_length=200, learning_rate=1e-4, save_steps=1,
+        beta=0.04 if mode == "fixed" else 0.0,  # KL to the reference model in one of them
         templates=str(TEMPLATES), eval_overrides=FAST,
         reward="group_normalized" if mode == "sqd" else "tiered")
     r = grpo.build(settings)
@@ -42,6 +43,14 @@ def test_grpo_steps(mode, coder_model, tmp_path):
     # logs: TRL's metrics and ours, one JSON line per step
     log = [json.loads(ln) for ln in (tmp_path / mode / "train_log.jsonl").read_text().splitlines()]
     assert any("perfgym/ok_fraction" in entry for entry in log)
+    step = next(e for e in log if "perfgym/status/OK" in e)
+    shares = [v for k, v in step.items() if k.startswith("perfgym/status/")]
+    assert len(shares) == 8 and abs(sum(shares) - 1.0) < 1e-6  # the status mix of the step
+    assert "perfgym/max_reward" in step and "reward" in step  # TRL's mean reward beside ours
+    if mode == "fixed":
+        assert any("kl" in e for e in log)
+    assert list((tmp_path / mode / "checkpoints").glob("runs/*/events.out.tfevents.*")) or list(
+        (tmp_path / mode / "checkpoints").rglob("events.out.tfevents.*"))  # TensorBoard
     assert (tmp_path / mode / "checkpoints" / "checkpoint-1").is_dir()
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config import EvalConfig
 from ..executors import Request, evaluate_many
-from ..outcome import Outcome
+from ..outcome import Outcome, Status
 from ..prompts import generate_prompt
 from ..rewards import score
 from ..search.engine import Engine
@@ -122,7 +122,11 @@ class PerfgymReward:
         if log_metric := kwargs.get("log_metric"):
             if stats["max_gflops"] is not None:
                 log_metric("perfgym/max_gflops", stats["max_gflops"])
+            log_metric("perfgym/max_reward", stats["max_reward"])
             log_metric("perfgym/ok_fraction", stats["statuses"].get("OK", 0) / max(n, 1))
+            for status in Status:  # the status mix, every step, as shares
+                log_metric(f"perfgym/status/{status.value}",
+                           stats["statuses"].get(status.value, 0) / max(n, 1))
         self.store.event("grpo_step", **stats)
         return rewards
 
