@@ -99,13 +99,28 @@ def test_killing_the_benchmark_node_mid_batch(cluster):
             time.sleep(1.0)
             replacement.append(start_worker(address))  # and a new one joins
 
-    try:
-        outs = executor.evaluate_many(requests, on_result=on_result)
-    finally:
-        for p in replacement:
-            os.killpg(p.pid, signal.SIGKILL)
+    outs = executor.evaluate_many(requests, on_result=on_result)  # the replacement stays up
     assert replacement, "the kill should have happened mid-batch"
     assert sorted(answered) == list(range(8))  # every request answered, once
     assert all(o.status is Status.OK for o in outs)
     nodes = {o.config["node"] for o in outs}
     assert len(nodes) == 2  # some before the kill, the rest on the replacement
+
+
+def test_identical_candidates_come_from_the_cache(cluster, tmp_path, monkeypatch):
+    import sys
+
+    from perfgym.cache import OutcomeCache
+    from perfgym.executors.ray_executor import RayExecutor
+    monkeypatch.setattr(sys.modules["perfgym.evaluate"], "_cache", OutcomeCache(tmp_path / "c"))
+    executor = RayExecutor()
+    assert executor.bench_machine()  # one benchmark node: one fingerprint
+    task = get_task("dgemm")
+    config = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+    text = variants(1)[0]
+    first = executor.evaluate_many([Request(task, text, {"M": 32, "N": 32, "K": 32}, config)])[0]
+    calls = []
+    monkeypatch.setattr(executor.remote, "remote", lambda *a, **k: calls.append(a))
+    again = executor.evaluate_many([Request(task, "/* same */\n" + text,
+                                            {"M": 32, "N": 32, "K": 32}, config)])[0]
+    assert first.ok and again.cached and again.gflops == first.gflops and calls == []

@@ -2,9 +2,10 @@
 
 Benchmark nodes carry a custom resource (`bench_node: 1`); every evaluation asks for one unit,
 so exactly one timing runs per benchmark node at a time, on that node, with that node's machine
-fingerprint, measured peaks and outcome cache. A task whose node dies is retried by Ray and runs
-again when a benchmark node is back (or a new one joins); the caller gets every answer, in
-order, once.
+fingerprint, measured peaks and outcome cache. When the benchmark nodes share one fingerprint,
+the driver's cache holds their outcomes too, so an identical candidate is answered without a
+round trip. A task whose node dies is retried by Ray and runs again when a benchmark node is
+back (or a new one joins); the caller gets every answer, in order, once.
 """
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def _task_ref(task) -> str:
     if task.name in builtin_names() or task.name in builtin_gpu_names():
         return task.name
     return str(getattr(task, "path", None) or task.directory)
+
+
+def _machine_here() -> str:
+    """The fingerprint id of the node this runs on."""
+    from .. import machine
+    return machine.summary(machine.machine_info())["id"]
 
 
 def _evaluate_here(task_ref: str, text: str, size: dict | None,
@@ -57,6 +64,22 @@ class RayExecutor:
         self.bench_resource = bench_resource
         self.remote = ray.remote(_evaluate_here).options(
             num_cpus=1, resources={bench_resource: 1}, max_retries=max_retries)
+        self._probe = ray.remote(_machine_here).options(num_cpus=0,
+                                                        resources={bench_resource: 0.001})
+        self._bench_machine: str | None = None
+
+    def bench_machine(self) -> str | None:
+        """The benchmark nodes' fingerprint when they all share one (then their outcomes can
+        live in the driver's cache too); None for a mixed cluster."""
+        if self._bench_machine is None:
+            n = len(self.bench_nodes())
+            if n == 0:
+                raise RuntimeError(f"the Ray cluster has no benchmark node (resource "
+                                   f"{self.bench_resource!r}): start one with `perfgym cluster "
+                                   "up --address HEAD:PORT --bench`")
+            ids = set(self.ray.get([self._probe.remote() for _ in range(4 * n)], timeout=120))
+            self._bench_machine = ids.pop() if len(ids) == 1 else ""
+        return self._bench_machine or None
 
     def bench_nodes(self) -> list[dict[str, Any]]:
         return [n for n in self.ray.nodes() if n["Alive"] and
@@ -64,14 +87,26 @@ class RayExecutor:
 
     def evaluate_many(self, requests: Sequence[Request], progress: bool = False,
                       on_result: Callable[[int, Outcome], None] | None = None) -> list[Outcome]:
-        refs = []
-        for r in requests:
+        from ..cache import cache_key
+        from ..evaluate import outcome_cache
+        results: list[Outcome | None] = [None] * len(requests)
+        keys: list[str | None] = [None] * len(requests)
+        machine_id = self.bench_machine()
+        index = {}
+        for i, r in enumerate(requests):
+            if machine_id and r.config.use_cache:
+                exact = getattr(r.task, "language", "c") != "c"
+                keys[i] = cache_key(r.task, r.text, dict(r.size or r.task.default_size),
+                                    r.config, machine_id, exact=exact)
+                if (hit := outcome_cache().get(keys[i])) is not None:
+                    results[i] = hit  # answered here: no round trip to the cluster
+                    if on_result:
+                        on_result(i, hit)
+                    continue
             cfg = r.config.to_dict()
             cfg["threads"] = r.config.threads  # the node decides its own core count
-            refs.append(self.remote.remote(_task_ref(r.task), r.text, r.size, cfg))
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Outcome | None] = [None] * len(refs)
-        pending = list(refs)
+            index[self.remote.remote(_task_ref(r.task), r.text, r.size, cfg)] = i
+        pending = list(index)
         while pending:
             done, pending = self.ray.wait(pending, num_returns=1)
             for ref in done:
@@ -79,6 +114,8 @@ class RayExecutor:
                 node = data.pop("node")
                 outcome = Outcome.from_dict(data)
                 outcome.config["node"] = node
+                if keys[index[ref]]:
+                    outcome_cache().put(keys[index[ref]], outcome)
                 results[index[ref]] = outcome
                 if on_result:
                     on_result(index[ref], outcome)
