@@ -204,13 +204,8 @@ def _measure(p: Prepared) -> Outcome:
     gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
     gbps = nbytes / timing.median / 1e9 if timing.median > 0 else math.inf
     peak = _peak_for(task, p.machine)
-    if sum(samples) > result.wall or timing.minimum <= 0:
-        return fail(Status.WRONG_ANSWER, "timing implausible: the timed calls add up to more "
-                    "than the whole run took (the timer was tampered with)")
-    if peak and flops and gflops > IMPLAUSIBLE_PEAK_FACTOR * peak:
-        return fail(Status.WRONG_ANSWER, f"timing implausible: {gflops:.1f} GFLOP/s is above "
-                    f"{IMPLAUSIBLE_PEAK_FACTOR}x this machine's measured peak ({peak:.1f}); the "
-                    "kernel cannot have done the work in that time")
+    if why := implausible(samples, result.wall, gflops if flops else None, peak):
+        return fail(Status.WRONG_ANSWER, f"timing implausible: {why}")
     # the bandwidth roof for this working set: a cache-resident one streams faster than DRAM
     bandwidth = machine.bandwidth_for(p.machine, task.total_bytes(size))
     roof = roofline(flops, nbytes, peak, bandwidth)
@@ -219,6 +214,21 @@ def _measure(p: Prepared) -> Outcome:
                     gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
                     fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
                     bound=roof[1] if roof else None, max_error=max_error)
+
+
+def implausible(samples: list[float], run_wall: float, gflops: float | None,
+                peak: float | None) -> str | None:
+    """Why measured times cannot be true, or None. The last guard behind the harness's own:
+    samples that are not positive or add up to more than the whole run took, or a rate the
+    machine cannot reach (above IMPLAUSIBLE_PEAK_FACTOR x its measured FMA peak)."""
+    if not samples or min(samples) <= 0:
+        return "a timed call took no time (the timer was tampered with)"
+    if sum(samples) > run_wall:
+        return "the timed calls add up to more than the whole run took (the timer was tampered with)"
+    if peak and gflops is not None and gflops > IMPLAUSIBLE_PEAK_FACTOR * peak:
+        return (f"{gflops:.1f} GFLOP/s is above {IMPLAUSIBLE_PEAK_FACTOR}x this machine's "
+                f"measured peak ({peak:.1f}); the kernel cannot have done the work in that time")
+    return None
 
 
 def _peak_for(task: Task, machine_summary: dict) -> float | None:
@@ -290,7 +300,11 @@ def _signal_message(name: str, config: EvalConfig) -> str:
 
 
 def _violation_message(violation: str, order: list[str]) -> str:
-    # e.g. "timed call: array 0 input modified"
+    # e.g. "timed call: array 0 input modified", or "warm-up: stack written"
+    if violation.endswith("stack written"):
+        phase = violation[: -len("stack written")].strip().rstrip(":")
+        return (f"the kernel wrote into the harness's stack ({phase}): tampering with the "
+                "timer is not allowed")
     phase, _, rest = violation.partition(" array ")
     idx, _, what = rest.partition(" ")
     name = order[int(idx)] if idx.isdigit() and int(idx) < len(order) else f"#{idx}"

@@ -71,3 +71,26 @@ def test_avx512_failure_names_the_cause(dgemm, fast):
 def test_host_still_answers_after_the_suite(dgemm, fast):
     assert subprocess.run(["true"]).returncode == 0
     assert evaluate(dgemm, dgemm.baseline.read_text(), None, fast).status is Status.OK
+
+
+def test_stack_walking_timer_tamper_is_named(dgemm, fast):
+    code = (Path(__file__).parent / "candidates" / "stack_timer_tamper.c").read_text()
+    outcome = evaluate(dgemm, code, {"M": 64, "N": 64, "K": 64}, fast)
+    assert outcome.status is Status.WRONG_ANSWER and "harness's stack" in outcome.message
+
+
+@pytest.mark.parametrize("samples, wall, gflops, fragment", [
+    ([1e-3, 0.0, 1e-3], 1.0, 10.0, "took no time"),         # a zeroed sample
+    ([1e-3, -5e-4], 1.0, 10.0, "took no time"),             # a start time pushed forward
+    ([0.4, 0.4, 0.4], 1.0, 10.0, "more than the whole run"),  # samples inflated past the run
+    ([1e-6] * 5, 1.0, 5000.0, "above 1.5x"),                # faster than the machine can go
+])
+def test_faked_timings_are_rejected(samples, wall, gflops, fragment):
+    from perfgym.evaluate import implausible
+    assert fragment in implausible(samples, wall, gflops, peak=150.0)
+
+
+def test_honest_timings_pass():
+    from perfgym.evaluate import implausible
+    assert implausible([1e-3] * 10, 1.0, 140.0, peak=150.0) is None
+    assert implausible([1e-3] * 10, 1.0, None, peak=None) is None  # no FLOPs: no rate bound
