@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-pytest.importorskip("fastapi")
+pytest.importorskip("fastapi", reason="the serve extra is not installed: pip install 'perfgym[serve]'")
 
 from perfgym import get_task  # noqa: E402
 from perfgym.client import RewardClient, RewardServiceError  # noqa: E402

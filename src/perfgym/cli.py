@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Optional
@@ -210,7 +209,7 @@ def tasks_show(name: str = typer.Argument(..., help="task name or directory"),
     t = get_task(name)
     if stage is not None and stage not in range(1, 7):
         raise UserError(f"stage {stage} does not exist: stages are 1-6")
-    if getattr(t, "language", "c") == "torch":
+    if t.language == "torch":
         console.print(f"[bold]{t.name}[/] (GPU, KernelBench format)  {t.path}", highlight=False)
         console.rule("prompt")
         console.print(generate_prompt(t, None, machine_mod.machine_info()), highlight=False,

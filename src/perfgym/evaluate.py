@@ -82,7 +82,7 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
     info = machine.summary(machine.machine_info(config.compiler))
     fail = lambda status, msg, details="", **kw: _outcome(  # noqa: E731
         task, size, config, status, msg, details, started, machine=info, **kw)
-    if getattr(task, "language", "c") == "torch":
+    if task.language == "torch":
         return _evaluate_torch(task, text, config, info, started, fail)
 
     try:
@@ -101,15 +101,18 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
             outcome_cache().put(key, outcome)
         return outcome
 
+    def stage_failure(found: dict[str, str]) -> Outcome | None:
+        broken = (stage_violations(found, config.stage, config.strict_stages)
+                  if config.stage is not None else [])
+        return done(fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
+                         techniques=sorted(found))) if broken else None
+
     reason = check_source(code, task.forbidden_calls)
     if reason:
         return done(fail(Status.LIBRARY_VIOLATION, reason))
     found = detect_techniques(code)
-    if config.stage is not None:
-        broken = stage_violations(found, config.stage, config.strict_stages)
-        if broken:
-            return done(fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
-                             techniques=sorted(found)))
+    if failed := stage_failure(found):
+        return failed
 
     workdir = cbackend.sandbox.make_workdir()
     try:
@@ -126,12 +129,9 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
                          techniques=sorted(found)))
     # Object-level evidence (OpenMP runtime calls, prefetch instructions) cannot hide in macros.
     found = detect_techniques(code, build.facts.undefined, build.facts.mnemonics)
-    if config.stage is not None:
-        broken = stage_violations(found, config.stage, config.strict_stages)
-        if broken:
-            shutil.rmtree(workdir, ignore_errors=True)
-            return done(fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
-                             techniques=sorted(found)))
+    if failed := stage_failure(found):
+        shutil.rmtree(workdir, ignore_errors=True)
+        return failed
     return Prepared(task, code, size, config, workdir, sorted(found), info, started, key,
                     {"build": build.seconds})
 

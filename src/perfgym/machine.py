@@ -65,8 +65,10 @@ def _cache_sizes() -> dict[str, str]:
     return sizes
 
 
+@lru_cache(maxsize=None)
 def fingerprint(compiler: str = "gcc") -> dict[str, Any]:
-    """Who measured: CPU, ISA, cores, compiler. `id` is a short hash of all of it."""
+    """Who measured: CPU, ISA, cores, compiler. `id` is a short hash of all of it.
+    Fixed for the life of the process, so computed once."""
     fp = {
         "cpu": cpu_model(),
         "arch": platform.machine(),
@@ -164,18 +166,27 @@ def measure(compiler: str = "gcc") -> dict[str, Any]:
     }
 
 
+_loaded: dict[tuple[str, str], dict[str, Any]] = {}  # per process: read the file once
+
+
 def machine_info(compiler: str = "gcc", refresh: bool = False) -> dict[str, Any]:
-    """The measured facts of this machine, from the cache unless `refresh`."""
+    """The measured facts of this machine, from the cache unless `refresh`. Every evaluation
+    asks, so the answer is kept in memory after the first read."""
     fp = fingerprint(compiler)
     path = cache_dir() / "machine" / f"{fp['id']}.json"
+    memo_key = (compiler, str(path))
+    if not refresh and memo_key in _loaded:
+        return _loaded[memo_key]
     if path.is_file() and not refresh:
         try:
             info = json.loads(path.read_text())
             if REQUIRED_KEYS <= set(info):
+                _loaded[memo_key] = info
                 return info
         except json.JSONDecodeError:
             pass
     info = measure(compiler)
+    _loaded[memo_key] = info
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info, indent=2))

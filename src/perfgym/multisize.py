@@ -2,11 +2,11 @@
 set and a kernel that is right only at the training size shows at a glance."""
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from .config import EvalConfig
 from .executors import Request, evaluate_many
+from .metrics import geomean
 from .outcome import Outcome, Status
 from .tasks import Task, format_size
 
@@ -33,10 +33,10 @@ def aggregate(outcomes: Sequence[Outcome]) -> Outcome:
                      per_size=[o.to_dict() for o in outcomes])
     summary = f"{len(ok)}/{len(outcomes)} sizes OK"
     if worst.ok:
-        result.gflops = geomean([o.gflops for o in ok])
-        result.gbps = geomean([o.gbps for o in ok])
-        result.speedup = geomean([o.speedup for o in ok])
-        result.fraction_of_roofline = geomean([o.fraction_of_roofline for o in ok])
+        result.gflops = _geomean_of_all([o.gflops for o in ok])
+        result.gbps = _geomean_of_all([o.gbps for o in ok])
+        result.speedup = _geomean_of_all([o.speedup for o in ok])
+        result.fraction_of_roofline = _geomean_of_all([o.fraction_of_roofline for o in ok])
         rate = f"{result.gflops:.2f} GFLOP/s" if result.gflops else f"{result.gbps:.2f} GB/s"
         result.message = f"{summary}; geometric mean {rate}" + (
             f", {result.speedup:.2f}x naive" if result.speedup else "")
@@ -47,8 +47,8 @@ def aggregate(outcomes: Sequence[Outcome]) -> Outcome:
     return result
 
 
-def geomean(values: Sequence[float | None]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0]
-    if not vals or len(vals) != len(values):
+def _geomean_of_all(values: Sequence[float | None]) -> float | None:
+    """metrics.geomean when every size has a positive figure, else None."""
+    if not values or any(v is None or v <= 0 for v in values):
         return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+    return geomean(values)

@@ -102,7 +102,7 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
         for name in sorted(known):
             t = get_task(name)
             out.append({"name": t.name, "kind": t.kind, "entry": t.entry,
-                        "default_size": t.default_size, "language": getattr(t, "language", "c")})
+                        "default_size": t.default_size, "language": t.language})
         return out
 
     @app.post("/evaluate", response_model=EvaluateResponse, dependencies=[Depends(authorized)],

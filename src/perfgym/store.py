@@ -169,10 +169,9 @@ class RunStore:
         for ts, k, data in self._execute(query + " ORDER BY id", (kind,) if kind else ()):
             yield ts, k, json.loads(data)
 
-    def events_done(self, label: str) -> bool:
-        """True when an iteration_done event for `label` ("turn N") is stored."""
-        turn = int(label.split()[-1])
-        return any(d.get("turn") == turn for _, _, d in self.events("iteration_done"))
+    def done_iterations(self, kind: str = "iteration_done") -> set[int]:
+        """Iterations (SQD iterations, refine turns) whose completion event is stored."""
+        return {d["iteration"] for _, _, d in self.events(kind)}
 
     def close(self) -> None:
         self.conn.close()

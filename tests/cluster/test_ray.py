@@ -6,12 +6,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip install 'perfgym[cluster]'")
 
 from perfgym import EvalConfig, Status, get_task  # noqa: E402
 from perfgym.executors import Request  # noqa: E402
@@ -47,7 +46,7 @@ def wait_for_bench_nodes(n, timeout=60):
 @pytest.fixture(scope="module")
 def cluster():
     if shutil.which("ray") is None:
-        pytest.skip("no ray CLI")
+        pytest.skip("the ray command is not on PATH: pip install 'perfgym[cluster]'")
     port = free_port()
     address = f"127.0.0.1:{port}"
     subprocess.run(["ray", "start", "--head", f"--port={port}", "--num-cpus=1",

@@ -9,8 +9,8 @@ import pytest
 from perfgym import EvalConfig, Status, evaluate, get_task
 from perfgym.sandbox import UID_BASE, UID_SLOTS, processes_of_uid
 
-pytest.importorskip("torch")
-pytest.importorskip("triton")
+pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
+pytest.importorskip("triton", reason="the gpu extra is not installed: pip install 'perfgym[gpu]'")
 
 CANDIDATES = sorted(p for p in (Path(__file__).parent / "gpu").glob("*.py")
                     if not p.name.startswith("_"))  # _cuda_relu_valid: the slow nvcc test
@@ -74,7 +74,7 @@ def test_weighted_reward_and_fast_p_over_the_gpu_suite():
 def test_cuda_candidate_compiles_with_nvcc():
     import shutil
     if shutil.which("nvcc") is None:
-        pytest.skip("no nvcc")
+        pytest.skip("nvcc is not on PATH: the CUDA compile check needs the CUDA toolkit")
     code = (Path(__file__).parent / "gpu" / "_cuda_relu_valid.py").read_text()
     o = evaluate(get_task("relu"), code, None, QUICK)
     assert o.status is Status.RUNTIME_ERROR and "compiles" in o.message

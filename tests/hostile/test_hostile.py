@@ -1,7 +1,6 @@
 """Every hostile candidate must end in the status its first line names, with the host unharmed:
 no process left running as a sandbox uid, no file left outside the work directory, no work
 directory left behind, and the host still evaluating honest kernels."""
-import os
 import re
 import subprocess
 import tempfile

@@ -1,6 +1,5 @@
 """Each sandbox layer against a raw hostile program (no static checks in the way): the layers
 must hold on their own, because static checks are only as good as their lists."""
-import os
 import socket
 import subprocess
 import tempfile
@@ -12,7 +11,7 @@ import pytest
 from perfgym import sandbox
 from perfgym.sandbox import Limits, isolation, make_workdir, processes_of_uid
 
-ROOT_ONLY = pytest.mark.skipif(not isolation().own_uid, reason="needs root for uid/namespace")
+ROOT_ONLY = pytest.mark.skipif(not isolation().own_uid, reason="not root: the own-uid and namespace layers exist only when perfgym runs as root")
 
 
 def build(workdir: Path, source: str) -> None:
@@ -135,7 +134,7 @@ def test_cpu_limit(workdir):
 
 def test_concurrent_runs_get_distinct_uids(workdir):
     if not isolation().own_uid:
-        pytest.skip("needs root")
+        pytest.skip("not root: sandbox uids exist only when perfgym runs as root")
     from concurrent.futures import ThreadPoolExecutor
     dirs = [make_workdir() for _ in range(4)]
     with ThreadPoolExecutor(4) as pool:

@@ -115,7 +115,7 @@ def test_replay_file_errors(tmp_path):
 
 
 def test_sqd_with_a_tiny_local_model(tmp_path, dgemm):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="the train extra is not installed: pip install 'perfgym[train]'")
     from tiny_model import build_tiny_model
     path = build_tiny_model(Path(tmp_path) / "tiny")
     policy = make_policy("hf", model_path=path)

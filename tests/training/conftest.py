@@ -12,6 +12,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 @pytest.fixture(scope="session")
 def coder_model(tmp_path_factory):
-    pytest.importorskip("trl")
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
     from perfgym.train.tiny import build_coder_model
     return build_coder_model(tmp_path_factory.mktemp("coder"), TEMPLATES)

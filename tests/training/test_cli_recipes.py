@@ -18,7 +18,7 @@ def perfgym(*args, cwd=None):
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
 def test_recipe_smoke(recipe, tmp_path):
-    pytest.importorskip("trl")
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
     r = perfgym("train", "recipe", str(recipe), "--smoke", "--output-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "results.json").read_text())

@@ -4,7 +4,7 @@ import torch
 
 
 def test_sft_lora_updates_the_adapter(tmp_path):
-    pytest.importorskip("peft")
+    pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
     from tiny_model import build_tiny_model
 
     from perfgym.train import sft

@@ -57,9 +57,14 @@ def shim_source(signature: Signature) -> str:
             f"    {signature.name}({', '.join(args)});\n}}\n")
 
 
+@lru_cache(maxsize=1)
+def _harness_source() -> str:
+    return resources.files("perfgym.harness").joinpath("harness.c").read_text()
+
+
 def harness_objects(task: Task, config: EvalConfig) -> list[Path]:
     """harness.o and shim.o for this task's signature, built once and cached."""
-    harness_c = resources.files("perfgym.harness").joinpath("harness.c").read_text()
+    harness_c = _harness_source()
     shim_c = shim_source(task.signature)
     key = hashlib.sha256((harness_c + shim_c + compiler_version(config.compiler)).encode())
     out = cache_dir() / "harness" / key.hexdigest()[:16]
@@ -234,8 +239,7 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
 
 
 def run_limits(task: Task, size: dict[str, int], config: EvalConfig) -> sandbox.Limits:
-    total = sum(np.dtype(a.dtype).itemsize * int(np.prod(task.shape(a.name, size)))
-                for a in task.arrays.values())
+    total = task.total_bytes(size)
     return sandbox.Limits(
         wall_seconds=config.timeout,
         cpu_seconds=int(config.timeout * config.n_threads) + 5,

@@ -14,7 +14,6 @@ import re
 import secrets
 import shutil
 import site
-import subprocess
 import sys
 from functools import lru_cache
 from importlib import resources
@@ -98,6 +97,7 @@ def _inside(path: Path, base: Path) -> Path:
     return sandbox.expose_path(base) / path.relative_to(base) if path.is_relative_to(base) else path
 
 
+@lru_cache(maxsize=1)
 def _python_in_sandbox() -> tuple[str, dict[str, str], list[str]]:
     """The interpreter, PYTHONPATH and exposed directories that let the sandbox run this
     Python (which may live under a directory the sandbox uid cannot enter, like /root)."""
@@ -124,7 +124,8 @@ def run_worker(problem_source: str, code: str, config: EvalConfig, workdir: Path
                            "max_samples": config.max_samples, "max_time": config.max_time,
                            "cv_target": config.cv_target}}
     (workdir / "manifest.json").write_text(json.dumps(manifest))
-    exe, env, expose = _python_in_sandbox()
+    exe, base_env, expose = _python_in_sandbox()
+    env = dict(base_env)  # the cached one stays as it is
     env.update({"TRITON_INTERPRET": "0" if device == "cuda" else "1", "OMP_NUM_THREADS":
                 str(config.n_threads), "TRITON_CACHE_DIR": str(workdir / ".triton"),
                 "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),

@@ -42,7 +42,7 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         key = (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
                r.config.replace(stage=None, seed=None, use_cache=True))
         # (GPU tasks time their PyTorch reference inside the same worker instead)
-        if r.config.compare_baseline and getattr(r.task, "language", "c") == "c" \
+        if r.config.compare_baseline and r.task.language == "c" \
                 and key not in seen:
             seen.add(key)
             baseline(r.task, size, r.config)

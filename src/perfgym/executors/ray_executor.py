@@ -95,7 +95,7 @@ class RayExecutor:
         index = {}
         for i, r in enumerate(requests):
             if machine_id and r.config.use_cache:
-                exact = getattr(r.task, "language", "c") != "c"
+                exact = r.task.language != "c"
                 keys[i] = cache_key(r.task, r.text, dict(r.size or r.task.default_size),
                                     r.config, machine_id, exact=exact)
                 if (hit := outcome_cache().get(keys[i])) is not None:

@@ -45,7 +45,7 @@ def stage_rules(stage: int | None) -> str:
 def generate_prompt(task: Task, stage: int | None = None, machine: dict | None = None,
                     size: dict[str, int] | None = None, override_dir: Path | None = None) -> str:
     """The prompt that asks a model for a fast kernel for `task` from scratch."""
-    if getattr(task, "language", "c") == "torch":
+    if task.language == "torch":
         return template("generate_torch", override_dir).format(
             description=task.description, source=task.source.strip(),
             machine=machine_facts(machine))
@@ -85,7 +85,7 @@ def expand_prompt(task: Task, op: str, parent_code: str | None = None,
         raise ValueError(f"prompt op {op!r} is not one of {', '.join(OPS)}")
     if op == "generate" or parent_code is None:
         return generate_prompt(task, stage, machine, size, override_dir)
-    if getattr(task, "language", "c") == "torch":
+    if task.language == "torch":
         name = "repair_torch" if op == "repair" else "improve_torch"
         return template(name, override_dir).format(
             description=task.description, source=task.source.strip(),

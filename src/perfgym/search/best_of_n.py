@@ -17,6 +17,6 @@ class BestOfN:
     def run(self) -> Candidate | None:
         steps = [Step(f"bon:{i}", 0, self.stage, None, "generate") for i in range(self.n)]
         children = self.engine.run_steps(steps)
-        if not self.engine.store.events_done("turn 0"):
-            self.engine.store.event("iteration_done", iteration=0, turn=0, **summary(children))
+        if 0 not in self.engine.store.done_iterations():
+            self.engine.store.event("iteration_done", iteration=0, **summary(children))
         return self.engine.store.best()

@@ -25,7 +25,6 @@ class Refine:
                 op = "generate" if parent is None else ("improve" if parent.ok else "repair")
                 steps.append(Step(f"refine:{chain}:{turn}", turn, self.stage, parent, op))
             previous = self.engine.run_steps(steps)
-            if not self.engine.store.events_done(f"turn {turn}"):
-                self.engine.store.event("iteration_done", iteration=turn, turn=turn,
-                                        **summary(previous))
+            if turn not in self.engine.store.done_iterations():
+                self.engine.store.event("iteration_done", iteration=turn, **summary(previous))
         return self.engine.store.best()

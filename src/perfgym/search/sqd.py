@@ -69,7 +69,7 @@ class SQD:
     def run(self) -> Candidate | None:
         store = self.engine.store
         seed = self._seed()
-        done = {d["iteration"] for _, _, d in store.events("iteration_done")}
+        done = store.done_iterations()
         for t in range(1, self.config.iterations + 1):
             if t in done:
                 continue
@@ -101,7 +101,7 @@ class SQD:
     def plan(self, t: int, seed: Candidate, pool: dict[int, list[Candidate]]) -> list[Step]:
         stages = self.config.stages
         # GPU tasks: the seed is the PyTorch reference, which a model rewrites from scratch
-        seed_op = "generate" if getattr(self.engine.task, "language", "c") == "torch" else "improve"
+        seed_op = "generate" if self.engine.task.language == "torch" else "improve"
         nodes: list[tuple[Candidate, str, int]] = [(seed, seed_op, stages[0])]
         for s in sorted(pool):
             top, mid, err = select(pool[s], self.config.ratios)

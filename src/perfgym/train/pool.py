@@ -49,8 +49,7 @@ class LivePool:
     def _resume(self) -> None:
         """Continue after the last iteration whose children are all stored (a restart)."""
         store = self.engine.store
-        done = [d["iteration"] for _, _, d in store.events("pool_iteration_done")]
-        self.iteration = max(done, default=0) + 1
+        self.iteration = max(store.done_iterations("pool_iteration_done"), default=0) + 1
         self._make_plan()
         # nodes are handed out in plan order, so the stored children say how far it got
         stored = [c.slot for c in store.candidates(self.iteration) if c.slot.startswith("grpo:")]
