@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import machine as machine_mod
-from .backends.c import ToolchainError
+from .errors import HostError
 from .config import EvalConfig
 from .executors import Request, evaluate_many
 from .multisize import aggregate
@@ -44,7 +44,7 @@ def _guard(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (TaskError, ToolchainError, UserError, ValueError) as exc:
+        except (TaskError, HostError, UserError, ValueError) as exc:
             _fail(str(exc))
         except FileNotFoundError as exc:
             _fail(f"{exc.filename}: no such file")
@@ -281,7 +281,7 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
                 cc: str = typer.Option("gcc", help="C compiler"),
                 as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
     """This machine: ISA, cores, measured frequency, FMA peak and BLAS dgemm GFLOP/s."""
-    with console.status("measuring this machine (once; cached afterwards)"):
+    with console.status("measuring this machine (cached afterwards; again while disturbed)"):
         info = machine_mod.machine_info(cc, refresh=refresh)
     if as_json:
         print(json.dumps(info, indent=2))
@@ -291,8 +291,9 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
     rows = [("CPU", fp["cpu"]), ("cores", str(fp["cores"])), ("ISA", " ".join(fp["isa"])),
             ("caches", " ".join(f"{k} {v}" for k, v in fp["caches"].items())),
             ("compiler", fp["compiler"]),
-            ("frequency", f"{info['freq_ghz']:.2f} GHz (measured)" if info.get("freq_ghz")
-             else "not measured on this architecture"),
+            ("frequency", (f"{info['freq_ghz']:.2f} GHz (measured)" if info.get("freq_ghz")
+                           else "not measured on this architecture")
+             + (f"; rated {info['rated_ghz']:.2f} GHz" if info.get("rated_ghz") else "")),
             ("FMA peak, 1 core", f"{info['peak_gflops_1core']:.1f} GFLOP/s"),
             ("FMA peak, all cores", f"{info['peak_gflops']:.1f} GFLOP/s (FP64), "
                                     f"{info['peak_gflops_fp32']:.1f} GFLOP/s (FP32)"),
@@ -300,6 +301,10 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
             ("bandwidth by footprint", "  ".join(f"{b / 2**20:g} MiB: {g:.0f}"
                                                  for b, g in info["bandwidth_curve"])),
             ("BLAS dgemm (NumPy, n=1024)", f"{info['blas_dgemm_gflops']:.1f} GFLOP/s"),
+            ("ISA bound (no kernel is faster)", f"{info['isa_bound_gflops']:.1f} GFLOP/s "
+             f"(FP64), {info['isa_bound_gflops_fp32']:.1f} GFLOP/s (FP32)"),
+            ("probe", "\n".join(machine_mod.probe_report(info)) or
+             f"consistent ({len(info['probe']['attempts'])} measurement(s))"),
             ("sandbox", sandbox.isolation().describe()),
             ("fingerprint", f"{fp['id']} (measured {info['measured_at']})")]
     table = Table(show_header=False)
@@ -567,7 +572,9 @@ def train_sft(
 
 @train_app.command("recipe")
 @_guard
-def train_recipe(recipe: Path = typer.Argument(..., help="a recipe TOML (see recipes/)"),
+def train_recipe(recipe: str = typer.Argument(..., help="a recipe TOML file, or the name of a "
+                                             "shipped one: seed000_exp1_fixed, "
+                                             "seed000_exp2_sqd, seed001_sft_then_grpo"),
                  model_path: Optional[Path] = typer.Option(None, help="local model directory"),
                  output_dir: Path = typer.Option(Path("runs/recipe")),
                  smoke: bool = typer.Option(False, help="minutes on the CPU with the tiny "

@@ -29,6 +29,7 @@ from .tasks import Task, format_size
 from .verify import compare, reference_outputs, sample_points
 
 IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
+# (Strassen-like kernels do fewer FLOPs than the formula counts, so not 1.0)
 
 _cache: OutcomeCache | None = None
 
@@ -204,7 +205,8 @@ def _measure(p: Prepared) -> Outcome:
     gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
     gbps = nbytes / timing.median / 1e9 if timing.median > 0 else math.inf
     peak = _peak_for(task, p.machine)
-    if why := implausible(samples, result.wall, gflops if flops else None, peak):
+    if why := implausible(samples, result.wall, gflops if flops else None,
+                          _rate_bound(task, p.machine)):
         return fail(Status.WRONG_ANSWER, f"timing implausible: {why}")
     # the bandwidth roof for this working set: a cache-resident one streams faster than DRAM
     bandwidth = machine.bandwidth_for(p.machine, task.total_bytes(size))
@@ -217,26 +219,38 @@ def _measure(p: Prepared) -> Outcome:
 
 
 def implausible(samples: list[float], run_wall: float, gflops: float | None,
-                peak: float | None) -> str | None:
+                bound: float | None) -> str | None:
     """Why measured times cannot be true, or None. The last guard behind the harness's own:
-    samples that are not positive or add up to more than the whole run took, or a rate the
-    machine cannot reach (above IMPLAUSIBLE_PEAK_FACTOR x its measured FMA peak)."""
+    samples that are not positive or add up to more than the whole run took, or a rate above
+    `bound`, which no correct kernel reaches on this machine (see `_rate_bound`)."""
     if not samples or min(samples) <= 0:
         return "a timed call took no time (the timer was tampered with)"
     if sum(samples) > run_wall:
         return "the timed calls add up to more than the whole run took (the timer was tampered with)"
-    if peak and gflops is not None and gflops > IMPLAUSIBLE_PEAK_FACTOR * peak:
-        return (f"{gflops:.1f} GFLOP/s is above {IMPLAUSIBLE_PEAK_FACTOR}x this machine's "
-                f"measured peak ({peak:.1f}); the kernel cannot have done the work in that time")
+    if bound and gflops is not None and gflops > bound:
+        return (f"{gflops:.1f} GFLOP/s is above what this machine can reach ({bound:.1f}); the "
+                "kernel cannot have done the work in that time")
     return None
 
 
-def _peak_for(task: Task, machine_summary: dict) -> float | None:
-    """The FMA peak in the task's precision (float32 kernels get the FP32 peak)."""
+def _is_fp32(task: Task) -> bool:
     outs = [a.dtype for a in task.arrays.values() if a.role == "out"]
-    if outs and outs[0] == "float32":
-        return machine_summary.get("peak_gflops_fp32")
-    return machine_summary.get("peak_gflops")
+    return bool(outs) and outs[0] == "float32"
+
+
+def _peak_for(task: Task, machine_summary: dict) -> float | None:
+    """The measured FMA peak in the task's precision (float32 kernels get the FP32 peak)."""
+    return machine_summary.get("peak_gflops_fp32" if _is_fp32(task) else "peak_gflops")
+
+
+def _rate_bound(task: Task, machine_summary: dict) -> float | None:
+    """A rate no correct kernel reaches: the larger of IMPLAUSIBLE_PEAK_FACTOR x the measured
+    peak and the ISA's theoretical peak. The second cannot be too low, so a peak measured while
+    a neighbour held the CPU never fails a correct kernel."""
+    peak = _peak_for(task, machine_summary)
+    isa = machine_summary.get("isa_bound_gflops_fp32" if _is_fp32(task) else "isa_bound_gflops")
+    bounds = [b for b in (peak and IMPLAUSIBLE_PEAK_FACTOR * peak, isa) if b]
+    return max(bounds) if bounds else None
 
 
 def roofline(flops: float, nbytes: float, peak: float | None,

@@ -230,7 +230,8 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
                     target = expose_path(host_dir)
                     target.mkdir(parents=True, exist_ok=True)
                     binds.append(f"{Path(host_dir).resolve()}={target}")
-                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", *_shadowed(), *binds, "--"] + wrapped
+                # binds first: a directory under /tmp must be bound before /tmp is shadowed
+                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", *binds, *_shadowed(), "--"] + wrapped
             if namespaces:
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
             return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,

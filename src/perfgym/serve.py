@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import __version__
 from .config import OPT_LEVELS, EvalConfig
+from .errors import HostError
 from .executors import Request as EvalRequest
 from .executors import evaluate_many
 from .rewards import SCHEMES, score
@@ -108,7 +109,9 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
     @app.post("/evaluate", response_model=EvaluateResponse, dependencies=[Depends(authorized)],
               responses={400: {"description": "unknown task or bad size"},
                          401: {"description": "missing or wrong token"},
-                         413: {"description": "body over the limit"}})
+                         413: {"description": "body over the limit"},
+                         503: {"description": "the host cannot evaluate (not the candidates' "
+                               "fault)"}})
     def evaluate(body: EvaluateRequest) -> EvaluateResponse:
         if len(body.candidates) > max_batch:
             raise HTTPException(422, f"{len(body.candidates)} candidates: the limit is "
@@ -133,6 +136,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             state["in_flight"] += len(requests)
         try:
             outcomes = evaluate_many(requests)
+        except HostError as exc:  # the host's fault: no reward, the client retries elsewhere
+            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
         finally:
             with lock:
                 state["in_flight"] -= len(requests)

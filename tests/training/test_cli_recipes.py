@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-RECIPES = sorted((Path(__file__).parents[2] / "recipes").glob("*.toml"))
+from importlib import resources
+
+# the recipes shipped in the installed package, run by name as a user would
+RECIPES = sorted(p.name.removesuffix(".toml") for p in resources.files("perfgym").joinpath(
+    "recipes").iterdir() if p.name.endswith(".toml"))
 
 
 def perfgym(*args, cwd=None):
@@ -16,10 +20,14 @@ def perfgym(*args, cwd=None):
                                                    "TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
+def test_three_recipes_are_shipped():
+    assert RECIPES == ["seed000_exp1_fixed", "seed000_exp2_sqd", "seed001_sft_then_grpo"]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
 def test_recipe_smoke(recipe, tmp_path):
     pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
-    r = perfgym("train", "recipe", str(recipe), "--smoke", "--output-dir", str(tmp_path))
+    r = perfgym("train", "recipe", recipe, "--smoke", "--output-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "results.json").read_text())
     assert result["grpo"]["completions"] == 4  # 2 steps x 1 prompt x G=2
@@ -35,8 +43,10 @@ def test_recipe_errors(tmp_path):
     bad.write_text("[grpo]\nnot_a_field = 1\n")
     r = perfgym("train", "recipe", str(bad), "--smoke", "--output-dir", str(tmp_path / "o"))
     assert r.returncode == 2 and "not_a_field" in r.stderr and "Traceback" not in r.stderr
-    r = perfgym("train", "recipe", str(RECIPES[0]), "--output-dir", str(tmp_path / "o"))
+    r = perfgym("train", "recipe", RECIPES[0], "--output-dir", str(tmp_path / "o"))
     assert r.returncode == 2 and "--model-path" in r.stderr
+    r = perfgym("train", "recipe", "no_such_recipe", "--smoke", "--output-dir", str(tmp_path))
+    assert r.returncode == 2 and "seed000_exp1_fixed" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_pairs_commands(tmp_path):

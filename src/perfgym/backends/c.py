@@ -20,6 +20,7 @@ import numpy as np
 from .. import sandbox
 from ..checks.audit import ObjectFacts, audit_object, audit_preprocessed, inspect_object
 from ..config import EvalConfig
+from ..errors import HostError
 from ..paths import cache_dir
 from ..tasks import Task, TaskError, load_python_attr
 from ..tasks.signature import Signature
@@ -27,7 +28,7 @@ from ..tasks.signature import Signature
 DIAGNOSTIC_LINES = 12  # compiler diagnostics kept for feedback prompts
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(HostError):
     """The host cannot build kernels (missing compiler); a user can fix it."""
 
 

@@ -13,8 +13,6 @@ import math
 import re
 import secrets
 import shutil
-import site
-import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -25,6 +23,7 @@ from .. import sandbox
 from ..checks.python_rules import PythonAudit, audit_python
 from ..config import EvalConfig
 from ..outcome import Outcome, Status, Timing
+from ..sandbox_python import check_starts, sandbox_python
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 # KernelBench's tolerance for fp32; half precision gets more room
@@ -69,45 +68,26 @@ def nvcc_check(sources: list[str], workdir: Path) -> tuple[bool, str]:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return True, "nvcc not found: CUDA sources not compile-checked"
-    base = Path(sys.base_prefix).resolve()
+    py = sandbox_python()
     try:
         from torch.utils.cpp_extension import include_paths
-        includes = [f"-I{_inside(Path(p), base)}" for p in include_paths()]
+        includes = [f"-I{py.inside(p)}" for p in include_paths()]
     except ImportError:
         includes = []
     import sysconfig
-    includes.append(f"-I{_inside(Path(sysconfig.get_paths()['include']), base)}")  # Python.h
+    includes.append(f"-I{py.inside(sysconfig.get_paths()['include'])}")  # Python.h
     for i, src in enumerate(sources):
         (workdir / f"kernel{i}.cu").write_text(src)
         r = sandbox.run([nvcc, "-std=c++17", "-c", f"kernel{i}.cu", "-o", f"kernel{i}.o",
                          *includes], workdir,
                         sandbox.Limits(wall_seconds=180, cpu_seconds=300, address_space=16 << 30,
-                                       file_size=256 << 20), expose=[str(base)])
+                                       file_size=256 << 20), expose=py.expose)
         if not r.ok:
             lines = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()]
             errors = [i for i, ln in enumerate(lines) if "error" in ln]
             keep = [ln for i, ln in enumerate(lines) if any(0 <= i - e <= 2 for e in errors)]
             return False, "\n".join((keep or lines)[:30])
     return True, ""
-
-
-def _inside(path: Path, base: Path) -> Path:
-    """Where a host path under `base` appears inside the sandbox."""
-    path = path.resolve()
-    return sandbox.expose_path(base) / path.relative_to(base) if path.is_relative_to(base) else path
-
-
-@lru_cache(maxsize=1)
-def _python_in_sandbox() -> tuple[str, dict[str, str], list[str]]:
-    """The interpreter, PYTHONPATH and exposed directories that let the sandbox run this
-    Python (which may live under a directory the sandbox uid cannot enter, like /root)."""
-    base = Path(sys.base_prefix).resolve()
-    inside = sandbox.expose_path(base)
-    exe = inside / Path(sys.executable).resolve().relative_to(base) if Path(
-        sys.executable).resolve().is_relative_to(base) else Path(sys.executable)
-    paths = [str(inside / Path(p).resolve().relative_to(base)) for p in site.getsitepackages()
-             if Path(p).resolve().is_relative_to(base)]
-    return str(exe), {"PYTHONPATH": ":".join(paths)}, [str(base)]
 
 
 def run_worker(problem_source: str, code: str, config: EvalConfig, workdir: Path,
@@ -124,8 +104,8 @@ def run_worker(problem_source: str, code: str, config: EvalConfig, workdir: Path
                            "max_samples": config.max_samples, "max_time": config.max_time,
                            "cv_target": config.cv_target}}
     (workdir / "manifest.json").write_text(json.dumps(manifest))
-    exe, base_env, expose = _python_in_sandbox()
-    env = dict(base_env)  # the cached one stays as it is
+    py = sandbox_python()
+    env = dict(py.env)  # the cached one stays as it is
     env.update({"TRITON_INTERPRET": "0" if device == "cuda" else "1", "OMP_NUM_THREADS":
                 str(config.n_threads), "TRITON_CACHE_DIR": str(workdir / ".triton"),
                 "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
@@ -133,8 +113,8 @@ def run_worker(problem_source: str, code: str, config: EvalConfig, workdir: Path
     limits = sandbox.Limits(wall_seconds=config.torch_timeout, cpu_seconds=600,
                             address_space=64 << 30, file_size=1 << 30, processes=256,
                             output_bytes=256 << 10)
-    result = sandbox.run([exe, "torch_worker.py", "manifest.json"], workdir, limits, env=env,
-                         expose=expose)
+    result = sandbox.run([py.executable, "torch_worker.py", "manifest.json"], workdir, limits,
+                         env=env, expose=py.expose)
     try:
         report = json.loads((workdir / "result.json").read_text())
     except (OSError, json.JSONDecodeError):
@@ -203,6 +183,8 @@ def _judge(result, report, config, workdir, audit, device, outcome) -> Outcome:
         return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s",
                        flags=flags)
     if report is None or result.killed_by:
+        if report is None:
+            check_starts()  # a host that cannot start the worker is not the candidate's fault
         why = f"crashed with {result.killed_by}" if result.killed_by else "the worker died"
         return outcome(Status.RUNTIME_ERROR, why, result.stderr[-2000:], flags=flags)
     if "error" in report:

@@ -17,8 +17,27 @@ SMOKE_GRPO = {"steps": 2, "G": 2, "groups_per_step": 1, "fixed_prompts": 1,
 SMOKE_SFT = {"max_steps": 3, "batch_size": 2, "warmup_steps": 0, "max_length": 1024}
 
 
+SHIPPED = Path(__file__).parent.parent / "recipes"  # the papers' experiments, in the package
+
+
+def shipped() -> list[str]:
+    return sorted(p.stem for p in SHIPPED.glob("*.toml"))
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """A recipe file: a path, or the name of a shipped recipe (`perfgym train recipe
+    seed000_exp1_fixed`)."""
+    path = Path(name_or_path)
+    if path.is_file() or path.suffix == ".toml":
+        return path
+    if (SHIPPED / f"{path.name}.toml").is_file():
+        return SHIPPED / f"{path.name}.toml"
+    raise ValueError(f"recipe {name_or_path}: no such file or shipped recipe (shipped: "
+                     f"{', '.join(shipped())})")
+
+
 def load(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
+    path = resolve(path)
     try:
         recipe = tomllib.loads(path.read_text())
     except FileNotFoundError:

@@ -1,0 +1,121 @@
+"""The machine probe on a busy machine: a neighbour on every core must not lower the peaks the
+reward rests on, `perfgym machine` must say the measurement was disturbed, and the
+implausibility guard must never fail a correct kernel, even against a peak measured far too
+low."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perfgym import Status, evaluate, machine
+from perfgym.evaluate import IMPLAUSIBLE_PEAK_FACTOR
+
+
+def perfgym(*args, env):
+    return subprocess.run([sys.executable, "-m", "perfgym.cli", *args], capture_output=True,
+                          text=True, env=env)
+
+
+def start_hogs() -> list[subprocess.Popen]:
+    """A busy loop on every core this process may use."""
+    cores = len(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    time.sleep(0.5)
+    return hogs
+
+
+def stop(hogs: list[subprocess.Popen]) -> None:
+    for h in hogs:
+        h.kill()
+        h.wait()
+
+
+@pytest.fixture(scope="module")
+def measured_under_load(tmp_path_factory):
+    """`perfgym machine --refresh --json` while a CPU hog runs on every core, into a cache of
+    its own; and this machine measured idle (the session's cache)."""
+    idle = machine.machine_info()
+    env = {**os.environ, "PERFGYM_CACHE_DIR": str(tmp_path_factory.mktemp("busy-cache")),
+           "COLUMNS": "200"}
+    hogs = start_hogs()
+    try:
+        r = perfgym("machine", "--refresh", "--json", env=env)
+    finally:
+        stop(hogs)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout), idle, env
+
+
+@pytest.mark.slow
+def test_a_busy_probe_says_it_was_disturbed(measured_under_load):
+    busy, _, env = measured_under_load
+    first = busy["probe"]["attempts"][0]
+    assert first["cpu_share"] < machine.MIN_CPU_SHARE
+    assert any("another program was using the CPU" in n for n in first["notes"])
+    assert len(busy["probe"]["attempts"]) == machine.PROBE_ATTEMPTS  # it measured again
+    assert busy["probe"]["consistent"] is False  # and did not pretend the load went away
+    # `perfgym machine` reads that cache, measures again (it was disturbed) and says so
+    r = perfgym("machine", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "measurement 1 of" in r.stdout and "disturbed" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_neighbour_cannot_lower_the_peaks(measured_under_load):
+    busy, idle, _ = measured_under_load
+    # taken by CPU time, the figures hold while the hogs take half of every core
+    assert busy["peak_gflops"] >= 0.75 * idle["peak_gflops"]
+    assert busy["peak_gflops_1core"] >= 0.75 * idle["peak_gflops_1core"]
+    assert busy["freq_ghz"] >= 0.75 * idle["freq_ghz"]
+    assert busy["isa_bound_gflops"] >= idle["peak_gflops"]
+
+
+@pytest.mark.slow
+def test_the_expert_is_ok_against_the_busy_measurement(measured_under_load, dgemm, fast,
+                                                       monkeypatch):
+    busy, _, _ = measured_under_load
+    monkeypatch.setattr(machine, "machine_info", lambda *a, **k: busy)
+    outcome = evaluate(dgemm, dgemm.expert.read_text(), None, fast)
+    assert outcome.status is Status.OK, outcome.message
+    assert outcome.fraction_of_peak <= 1.05
+
+
+def test_the_guard_passes_a_correct_kernel_against_a_peak_measured_far_too_low(
+        dgemm, fast, monkeypatch):
+    """The first loop's failure: a peak cached at a quarter of the truth turned the correct
+    expert into WRONG_ANSWER. The ISA bound cannot be too low, so it no longer can."""
+    idle = machine.machine_info()
+    low = {**idle, "peak_gflops": idle["peak_gflops"] / 4,
+           "peak_gflops_fp32": idle["peak_gflops_fp32"] / 4}
+    monkeypatch.setattr(machine, "machine_info", lambda *a, **k: low)
+    outcome = evaluate(dgemm, dgemm.expert.read_text(), None, fast)
+    assert outcome.gflops > IMPLAUSIBLE_PEAK_FACTOR * low["peak_gflops"]  # the old guard fired
+    assert outcome.status is Status.OK, outcome.message
+
+
+def test_the_isa_bound_is_above_the_measured_peak():
+    info = machine.machine_info()
+    assert info["isa_bound_gflops"] >= info["peak_gflops"]
+    assert info["isa_bound_gflops_fp32"] >= info["peak_gflops_fp32"]
+
+
+def test_best_of_keeps_each_figures_best():
+    a = {"peak_gflops": 100.0, "bandwidth_curve": [[1, 10.0], [2, 5.0]], "freq_ghz": None}
+    b = {"peak_gflops": 60.0, "bandwidth_curve": [[1, 8.0], [2, 9.0]], "freq_ghz": 3.0}
+    assert machine.best_of(a, b) == {"peak_gflops": 100.0, "bandwidth_curve": [[1, 10.0],
+                                                                               [2, 9.0]],
+                                     "freq_ghz": 3.0}
+
+
+def test_inconsistencies_name_each_cause():
+    figures = {"peak_gflops": 100.0, "peak_gflops_1core": 100.0, "freq_ghz": 1.5}
+    notes = machine.inconsistencies(figures, {"peak": 0.5, "freq": 1.0}, cores=2, rated=3.0)
+    assert len(notes) == 3
+    assert "peak probe got 50%" in notes[0]
+    assert "2 cores reached only 1.00x" in notes[1]
+    assert "below the rated 3.00 GHz" in notes[2]
+    good = {"peak_gflops": 195.0, "peak_gflops_1core": 100.0, "freq_ghz": 3.1}
+    assert machine.inconsistencies(good, {"peak": 0.98}, cores=2, rated=3.0) == []
