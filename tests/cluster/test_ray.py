@@ -6,7 +6,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,9 @@ ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip
 from perfgym import EvalConfig, Status, get_task  # noqa: E402
 from perfgym.executors import Request  # noqa: E402
 
-ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+# the `ray` command of this interpreter's environment, activated or not
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+       "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 
 
 def free_port():
@@ -45,7 +49,7 @@ def wait_for_bench_nodes(n, timeout=60):
 
 @pytest.fixture(scope="module")
 def cluster():
-    if shutil.which("ray") is None:
+    if shutil.which("ray", path=ENV["PATH"]) is None:
         pytest.skip("the ray command is not on PATH: pip install 'perfgym[cluster]'")
     port = free_port()
     address = f"127.0.0.1:{port}"
