@@ -111,9 +111,12 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
         shutil.copy(obj, workdir / obj.name)
     cc = shutil.which(config.compiler) or config.compiler
     # Preprocess first: the audit reads the .i, where token pasting can no longer hide a name.
+    # -dI echoes each #include gcc really followed, so the audit can tell its line markers from
+    # ones the kernel wrote; the echoes are blanked out of the copy that is compiled.
     flags = " ".join(config.build_flags())
-    compile_cmd = (f"{cc} {flags} -E candidate.c -o candidate.i && "
-                   f"{cc} {flags} -c candidate.i -o candidate.o")
+    compile_cmd = (f"{cc} {flags} -E -dI candidate.c -o candidate.i && "
+                   "sed -e '/^#include/s/.*//' -e '/^#import/s/.*//' candidate.i > compiled.i && "
+                   f"{cc} {flags} -c compiled.i -o candidate.o")
     link_cmd = f"{cc} -fopenmp harness.o shim.o candidate.o -o run -lm"
     script = f"{compile_cmd} || exit {_COMPILE_FAILED}; {link_cmd} || exit {_LINK_FAILED}"
     limits = sandbox.Limits(wall_seconds=config.compile_timeout, cpu_seconds=120,
@@ -134,7 +137,8 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
         return Build(False, workdir, msg, diag, seconds=seconds)
 
     facts = inspect_object(workdir / "candidate.o")
-    violation = audit_preprocessed((workdir / "candidate.i").read_text(errors="replace")) or \
+    preprocessed = (workdir / "candidate.i").read_text(errors="replace")
+    violation = audit_preprocessed(preprocessed, cc, config.build_flags()) or \
         audit_object(facts, task.signature.name)
     if violation:
         return Build(False, workdir, violation, facts=facts, violation=violation, seconds=seconds)

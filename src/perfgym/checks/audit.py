@@ -9,14 +9,21 @@ rights. Macros cannot hide from this check: it reads the symbols and machine cod
   * no system-call, time-stamp or performance-counter instructions;
   * no builtins that hand out addresses of the harness's stack frames or code (they would let
     the kernel find and rewrite the timer's state); these leave no symbol, so the preprocessed
-    source is read instead, where macros and token pasting have already been expanded.
+    source is read instead, where macros and token pasting have already been expanded;
+  * no pragmas or attributes that change the compiler flags (a kernel at --opt O0 lifting itself
+    to O3), also read from the preprocessed source: there _Pragma and pasted names are plain.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+
+from .source import FLAG_PRAGMA, RAW_STRING, flag_attributes, flags_reason
 
 ALLOWED_CALLS = frozenset("""
 malloc calloc realloc free aligned_alloc posix_memalign memalign _mm_malloc _mm_free
@@ -46,11 +53,142 @@ _FRAME_BUILTINS = re.compile(r"\b(__builtin_(?:return_address|frame_address|extr
                              r"dwarf_cfa|stack_save|eh_return|unwind_init|longjmp|setjmp))\b")
 
 
-def audit_preprocessed(text: str) -> str | None:
-    """None when the preprocessed candidate uses no frame-walking builtin, else a reason."""
+CANDIDATE_FILE = "candidate.c"  # the name the build gives the kernel's source
+# gcc's line markers: '# 12 "file" 1 3 4' (flags: 1 enter an include, 2 return, 3 system header)
+_LINEMARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d+)*)$')
+# what gcc -dI echoes before it enters an included file (the kernel's own text never starts a
+# line with '#': gcc -E puts a blank before a '#' that comes out of a macro)
+_INCLUDE_ECHO = re.compile(r"^#(?:include|include_next|import)\b")
+_NO_DIRECTIVES = "line directives are not allowed in a kernel"
+# names gcc and clang give the kernel's file and their own preamble
+_OWN_NAMES = (CANDIDATE_FILE, "<built-in>", "<command-line>", "<command line>")
+
+
+def audit_preprocessed(text: str, compiler: str = "gcc", flags: list[str] | tuple = ()
+                       ) -> str | None:
+    """None when the preprocessed candidate (gcc -E -dI output, built with these flags) is
+    acceptable, else a reason: no frame-walking builtin, no pragma or attribute that changes
+    the compiler flags, no line directive."""
+    lines, reason = lines_by_file(text, system_include_dirs(compiler, tuple(flags)))
+    if reason:
+        return reason
+    shown = " ".join(f for f in flags if f.startswith(("-O", "-m")))
+    if RAW_STRING.search(text):  # may span lines and fake a line marker for this reader
+        return 'raw string literals (R"(...)") are not allowed in a kernel'
+    # The system headers set their own target pragmas and attributes: only those really
+    # written on that line of the header are theirs. Any other came from the kernel, maybe
+    # from its macros expanding inside a header (where a pragma lasts past the header's end,
+    # and a whole O3 function can be defined).
+    for path, number, line in lines:
+        if (m := FLAG_PRAGMA.match(line)) and not (path and _header_has(path, number, line)):
+            return flags_reason("#pragma " + " ".join(m.group(1).split()), shown)
+    starts, offset = [], 0
+    for _, _, line in lines:
+        starts.append(offset)
+        offset += len(line) + 1
+    for at, name in flag_attributes("\n".join(line for _, _, line in lines)):
+        path, number, _ = lines[bisect_right(starts, at) - 1]
+        if not (path and _header_spells(path, number, name)):
+            return flags_reason(f"the {name.strip('_')} attribute", shown)
     if m := _FRAME_BUILTINS.search(text):
         return f"{m.group(1)} is not allowed in a kernel (it exposes the caller's frames)"
     return None
+
+
+def lines_by_file(text: str, system_dirs: tuple[str, ...]
+                  ) -> tuple[list[tuple[str | None, int, str]], str | None]:
+    """Each line of gcc -E -dI output as (system header path or None for the kernel's own text,
+    line number in that file, text), following the line markers; and a reason when the markers
+    show a line directive of the kernel's, which could dress its code up as a system header's."""
+    out: list[tuple[str | None, int, str]] = []
+    stack: list[str] = []  # the include stack, innermost last
+    number, echoed, started = 0, False, False
+    for i, line in enumerate(text.split("\n")):
+        m = _LINEMARKER.match(line)
+        if not m:
+            top = stack[-1] if stack else ""
+            out.append((top if _is_system(top, system_dirs) else None, number, line))
+            number += 1
+            echoed = bool(_INCLUDE_ECHO.match(line))
+            continue
+        name, marker_flags = m.group(2), m.group(3).split()
+        system = _is_system(name, system_dirs)
+        # line 2 of the output may name the working directory ('# 1 "/dir//"', with -g)
+        if not (system or name in _OWN_NAMES or (i == 1 and name.endswith("//"))):
+            return out, f"the kernel names the file {name!r} in a line directive; {_NO_DIRECTIVES}"
+        started = started or name == CANDIDATE_FILE and i > 0  # past gcc's own preamble
+        if "1" in marker_flags:
+            # a real #include is echoed first; a '# 1 "header" 1' the kernel wrote is not
+            if started and not echoed:
+                return out, f"the kernel enters {name} with a line marker; {_NO_DIRECTIVES}"
+            stack.append(name)
+            echoed = False
+        elif "2" in marker_flags:
+            if len(stack) < 2 or stack[-2] != name:
+                return out, f"the kernel's line markers do not nest; {_NO_DIRECTIVES}"
+            stack.pop()
+        else:
+            # gcc only enters a header with flag 1; an unflagged switch into one is a #line
+            if system and stack and stack[-1] != name:
+                return out, (f"the kernel claims its code is in the system header {name}; "
+                             f"{_NO_DIRECTIVES}")
+            stack[-1:] = [name]
+        number = int(m.group(1))
+    return out, None
+
+
+@lru_cache(maxsize=None)
+def system_include_dirs(compiler: str, flags: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The compiler's <...> search directories (absolute, normalized), from gcc -v."""
+    r = subprocess.run([compiler, *flags, "-xc", "-E", "-v", os.devnull],
+                       capture_output=True, text=True)
+    dirs, inside = [], False
+    for line in r.stderr.splitlines():
+        if line.startswith("#include <...> search starts here"):
+            inside = True
+        elif line.startswith("End of search list"):
+            break
+        elif inside:
+            d = line.strip().split(" (")[0]  # "(framework directory)" on macOS
+            if os.path.isabs(d):
+                dirs.append(os.path.normpath(d))
+    return tuple(dirs)
+
+
+@lru_cache(maxsize=4096)
+def _is_system(name: str, system_dirs: tuple[str, ...]) -> bool:
+    path = os.path.normpath(name)
+    return (os.path.isabs(path) and any(path.startswith(d + os.sep) for d in system_dirs)
+            and os.path.isfile(path))
+
+
+@lru_cache(maxsize=256)
+def _header_lines(path: str) -> tuple[str, ...]:
+    return tuple(Path(path).read_text(errors="replace").split("\n"))
+
+
+def _header_line(path: str, number: int) -> str:
+    """Line `number` of a header, without comments ('' past its end)."""
+    lines = _header_lines(path)
+    return re.sub(r"/\*.*?\*/|//.*", "", lines[number - 1]) if 1 <= number <= len(lines) else ""
+
+
+def _header_spells(path: str, number: int, name: str) -> bool:
+    """Whether line `number` of the header spells the attribute name, itself or through a macro
+    the header defines with it (clang's __DEFAULT_FN_ATTRS holds __target__("avx"))."""
+    words = set(re.findall(r"\w+", _header_line(path, number)))
+    return name in words or bool(words & _macros_spelling(path, name))
+
+
+@lru_cache(maxsize=1024)
+def _macros_spelling(path: str, name: str) -> frozenset[str]:
+    text = re.sub(r"\\[ \t]*\n", "", "\n".join(_header_lines(path)))
+    return frozenset(re.findall(rf"^[ \t]*#[ \t]*define[ \t]+(\w+).*\b{name}\b", text, re.M))
+
+
+def _header_has(path: str, number: int, line: str) -> bool:
+    """Whether line `number` of the header reads `line`, blanks aside."""
+    return re.sub(r"\s+", "", _header_line(path, number)) == re.sub(r"\s+", "", line)
 
 
 @dataclass

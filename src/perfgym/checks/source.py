@@ -1,11 +1,12 @@
 """Source-level library rules: which headers, calls and constructs a kernel may use.
 
-These give a clear message early; the object audit (audit.py) is the wall that macros and
-obfuscation cannot get around.
+These give a clear message early; the object audit and the audit of the preprocessed source
+(audit.py) are the wall that macros and obfuscation cannot get around.
 """
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from ..extract import strip_comments
 
@@ -35,9 +36,42 @@ _BAD_ATTRIBUTE = re.compile(
     r"visibility|used|naked)\b", re.DOTALL)
 _MAIN = re.compile(r"\bint\s+main\s*\(")
 
+# Pragmas and attributes that change the compiler flags (-O level, target ISA) for part of a file:
+# the harness owns the flags, so a kernel built at --opt O0 must not lift itself to O3.
+# Loop hints (#pragma GCC unroll/ivdep, #pragma omp, #pragma clang loop) stay allowed.
+_FLAG_PRAGMA_NAMES = (r"(GCC\s+(?:optimize|target|push_options|pop_options|reset_options)"
+                      r"|clang\s+(?:attribute|optimize|fp)|float_control)\b")
+FLAG_PRAGMA = re.compile(r"^[^\S\n]*(?:#|%:)[^\S\n]*pragma[^\S\n]+" + _FLAG_PRAGMA_NAMES, re.M)
+_FLAG_PRAGMA_OPERATOR = re.compile(r"\b_Pragma\s*\(\s*(?:u8|u|U|L)?\"\s*" + _FLAG_PRAGMA_NAMES)
+FLAG_ATTRIBUTES = frozenset({"optimize", "target", "target_clones", "target_version"})
+_ATTRIBUTE_OPEN = re.compile(r"\b__attribute(?:__)?\s*\(\s*\(|\[\s*\[")  # GNU and C23 forms
+_LITERAL = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'")
+
+# Line directives (#line N "file", GNU "# N file flags") would let a kernel present its own code
+# as a system header's. They are looked for in the raw text, comments kept: a comment stripper
+# can be led astray (an unterminated quote, __has_include(<a/*>)), so trust no comment boundary:
+# a line may begin with the tail of a comment, comments may sit around the '#', one may run on.
+_SPLICE = re.compile(r"\\[ \t\f\v\0]*\n")  # gcc also splices a backslash followed by blanks
+_COMMENT = r"/\*(?:[^*\n]|\*(?!/))*\*/"
+_LINE_DIRECTIVE = re.compile(
+    rf"^(?:(?:[^*\n]|\*(?!/))*\*/)?(?:[ \t\f\v\0\ufeff]|{_COMMENT})*(?:#|%:|\?\?=)"
+    rf"(?:[ \t\f\v\0]|{_COMMENT})*(?:line\b|\d|/\*(?!.*\*/))", re.M)
+# Raw strings may span lines, so they can hide a directive from a comment stripper and fake a
+# line marker in the preprocessed source; a kernel has no use for them.
+RAW_STRING = re.compile(r"(?<!\w)(?:u8|u|U|L)?R\"[^\s()\\]{0,16}\(")
+
 
 def check_source(code: str, extra_forbidden: tuple[str, ...] = ()) -> str | None:
     """None when the source obeys the library rules, else a one-line reason."""
+    joined = _SPLICE.sub("", code.replace("\r\n", "\n").replace("\r", "\n"))
+    logical = strip_comments(joined)
+    if RAW_STRING.search(logical):
+        return 'raw string literals (R"(...)") are not allowed in a kernel'
+    if _LINE_DIRECTIVE.search(joined):
+        return ("line directives (#line, # N \"file\") are not allowed in a kernel: they would "
+                "disguise its code as a system header's")
+    if construct := flag_override(logical):
+        return flags_reason(construct)
     code = strip_comments(code)
     for m in _INCLUDE.finditer(code):
         target = m.group(1).strip()
@@ -62,3 +96,43 @@ def check_source(code: str, extra_forbidden: tuple[str, ...] = ()) -> str | None
 
 def _without_strings(code: str) -> str:
     return re.sub(r"\"(?:\\.|[^\"\\\n])*\"", '""', code)
+
+
+def flag_override(code: str) -> str | None:
+    """The first pragma or attribute in comment-free C that sets compiler flags, named for a
+    message, else None. Macros are not expanded here; audit.py reads the preprocessed source."""
+    if m := FLAG_PRAGMA.search(code) or _FLAG_PRAGMA_OPERATOR.search(code):
+        return "#pragma " + " ".join(m.group(1).split())
+    for _, name in flag_attributes(code):
+        return f"the {name.strip('_')} attribute"
+    return None
+
+
+def flag_attributes(code: str) -> Iterator[tuple[int, str]]:
+    """(offset in code, name as spelled) of each attribute in comment-free C that sets
+    compiler flags: __attribute__((optimize("O3"))), [[gnu::target("avx2")]], __optimize__..."""
+    blank = lambda m: " " * len(m.group())  # noqa: E731  (offsets must not move)
+    code = _LITERAL.sub(blank, code).replace("<:", "[ ").replace(":>", " ]")  # <:<: is [[
+    for m in _ATTRIBUTE_OPEN.finditer(code):
+        body = _inside(code, m.end(), m.group(0)[-1])
+        while (flat := re.sub(r"\([^()]*\)", blank, body)) != body:  # drop the arguments
+            body = flat
+        for name in re.finditer(r"[A-Za-z_]\w*", body):  # gnu::optimize, __optimize__, ...
+            if name.group().strip("_") in FLAG_ATTRIBUTES:
+                yield m.end() + name.start(), name.group()
+
+
+def flags_reason(construct: str, flags: str = "") -> str:
+    return (f"{construct} is not allowed: the harness sets the compiler flags"
+            f"{f' ({flags})' if flags else ''}; write the optimization in the code")
+
+
+def _inside(code: str, start: int, opener: str) -> str:
+    """The text from start up to the bracket that closes the one opened just before start."""
+    closer = ")" if opener == "(" else "]"
+    depth = 1
+    for i in range(start, len(code)):
+        depth += (code[i] == opener) - (code[i] == closer)
+        if depth == 0:
+            return code[start:i]
+    return code[start:]

@@ -1,0 +1,15 @@
+// expect: LIBRARY_VIOLATION
+// The attribute's name is pasted by the preprocessor: only the preprocessed source shows it.
+#define CAT(a, b) a##b
+#define FAST __attribute__((CAT(opt, imize)("O3")))
+FAST void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++)
+            C[i * N + j] = 0.0;
+        for (int k = 0; k < K; k++) {
+            double a = A[i * K + k];
+            for (int j = 0; j < N; j++)
+                C[i * N + j] += a * B[k * N + j];
+        }
+    }
+}

@@ -1,0 +1,14 @@
+// expect: LIBRARY_VIOLATION
+// The same lift through the _Pragma operator, which leaves no '#pragma' in the source.
+_Pragma("GCC optimize(\"O3\")")
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++)
+            C[i * N + j] = 0.0;
+        for (int k = 0; k < K; k++) {
+            double a = A[i * K + k];
+            for (int j = 0; j < N; j++)
+                C[i * N + j] += a * B[k * N + j];
+        }
+    }
+}

@@ -1,0 +1,16 @@
+// expect: LIBRARY_VIOLATION
+// Wraps the lift in push/pop so it looks like a header's.
+#pragma GCC push_options
+#pragma GCC optimize("O3", "unroll-loops")
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++)
+            C[i * N + j] = 0.0;
+        for (int k = 0; k < K; k++) {
+            double a = A[i * K + k];
+            for (int j = 0; j < N; j++)
+                C[i * N + j] += a * B[k * N + j];
+        }
+    }
+}
+#pragma GCC pop_options

@@ -1,0 +1,17 @@
+// expect: LIBRARY_VIOLATION
+// Compiles a helper for several ISAs and lets the loader pick one.
+__attribute__((target_clones("avx2", "default")))
+static void mm(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++)
+            C[i * N + j] = 0.0;
+        for (int k = 0; k < K; k++) {
+            double a = A[i * K + k];
+            for (int j = 0; j < N; j++)
+                C[i * N + j] += a * B[k * N + j];
+        }
+    }
+}
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    mm(A, B, C, M, N, K);
+}
