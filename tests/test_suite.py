@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from perfgym import Status, evaluate, get_task, load_task
+from perfgym import EvalConfig, Status, evaluate, get_task, load_task
 from perfgym.multisize import aggregate, evaluate_sizes
 from perfgym.prompts import generate_prompt
 from perfgym.tasks import builtin_names
@@ -150,6 +150,15 @@ def test_prompt_names_the_entry_and_the_stage_rules():
     prompt = generate_prompt(task, stage=3)
     assert task.entry in prompt and "Do NOT use: OpenMP, prefetch" in prompt
     assert "SIMD" in prompt and "```c" in prompt
+
+
+def test_prompt_states_the_flags_the_harness_compiles_with():
+    """At --opt O0 (seed 000's clearest signal) the model must be told the compiler will not
+    optimize for it, and that it may not change the flags itself."""
+    task = get_task("dgemm")
+    prompt = generate_prompt(task, config=EvalConfig(opt="O0", march="x86-64-v3"))
+    assert "compiled with gcc -O0 -march=x86-64-v3 -fopenmp" in prompt
+    assert "-O3" not in prompt and "the harness sets the compiler flags" in prompt
 
 
 def perfgym(*args):

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..checks.source import ALLOWED_HEADERS
 from ..checks.stages import describe_stage
+from ..config import EvalConfig
 from ..tasks import Task, format_size
 
 
@@ -42,8 +43,16 @@ def stage_rules(stage: int | None) -> str:
     return text
 
 
+def compile_line(config: EvalConfig | None) -> str:
+    """How the harness compiles the kernel, as the prompt states it (the -O level matters: at
+    O0 the model must know the compiler will not optimize for it)."""
+    config = config or EvalConfig()
+    return f"{config.compiler} {' '.join(config.build_flags())}".replace(" -std=gnu11", "")
+
+
 def generate_prompt(task: Task, stage: int | None = None, machine: dict | None = None,
-                    size: dict[str, int] | None = None, override_dir: Path | None = None) -> str:
+                    size: dict[str, int] | None = None, override_dir: Path | None = None,
+                    config: EvalConfig | None = None) -> str:
     """The prompt that asks a model for a fast kernel for `task` from scratch."""
     if task.language == "torch":
         return template("generate_torch", override_dir).format(
@@ -52,7 +61,8 @@ def generate_prompt(task: Task, stage: int | None = None, machine: dict | None =
     return template("generate", override_dir).format(
         description=task.description, entry=task.entry,
         size=format_size(size or task.default_size), stage_rules=stage_rules(stage),
-        machine=machine_facts(machine), headers=", ".join(sorted(ALLOWED_HEADERS)))
+        machine=machine_facts(machine), headers=", ".join(sorted(ALLOWED_HEADERS)),
+        compile=compile_line(config))
 
 
 OPS = ("generate", "improve", "deepen", "repair")
@@ -78,13 +88,13 @@ def feedback(outcome: dict[str, Any] | None) -> str:
 def expand_prompt(task: Task, op: str, parent_code: str | None = None,
                   parent_outcome: dict[str, Any] | None = None, stage: int | None = None,
                   machine: dict | None = None, size: dict[str, int] | None = None,
-                  override_dir: Path | None = None) -> str:
+                  override_dir: Path | None = None, config: EvalConfig | None = None) -> str:
     """The prompt for one search step: generate from scratch, or improve / deepen / repair a
     parent with its code and measured outcome."""
     if op not in OPS:
         raise ValueError(f"prompt op {op!r} is not one of {', '.join(OPS)}")
     if op == "generate" or parent_code is None:
-        return generate_prompt(task, stage, machine, size, override_dir)
+        return generate_prompt(task, stage, machine, size, override_dir, config)
     if task.language == "torch":
         name = "repair_torch" if op == "repair" else "improve_torch"
         return template(name, override_dir).format(
@@ -95,4 +105,4 @@ def expand_prompt(task: Task, op: str, parent_code: str | None = None,
         description=task.description, entry=task.entry, parent_code=parent_code.strip(),
         feedback=feedback(parent_outcome), size=format_size(size or task.default_size),
         stage_rules=stage_rules(stage), machine=machine_facts(machine),
-        headers=", ".join(sorted(ALLOWED_HEADERS)))
+        headers=", ".join(sorted(ALLOWED_HEADERS)), compile=compile_line(config))

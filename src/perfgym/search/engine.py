@@ -51,10 +51,10 @@ class Engine:
     def prompt(self, step: Step) -> str:
         if step.op == "generate":
             return expand_prompt(self.task, "generate", None, None, step.stage, self.machine,
-                                 override_dir=self.templates)
+                                 override_dir=self.templates, config=self.eval_config)
         return expand_prompt(self.task, step.op, step.parent.completion if step.parent else None,
                              step.parent.outcome if step.parent else None, step.stage,
-                             self.machine, override_dir=self.templates)
+                             self.machine, override_dir=self.templates, config=self.eval_config)
 
     def run_steps(self, steps: list[Step]) -> list[Candidate]:
         self._generate_missing(steps)

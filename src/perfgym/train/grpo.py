@@ -238,7 +238,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     if settings.mode == "fixed":
         templates = Path(settings.templates) if settings.templates else None
         prompt = _chat(tokenizer, generate_prompt(task, settings.stage, machine,
-                                                  override_dir=templates))
+                                                  override_dir=templates, config=eval_config))
         prompts = [prompt] * settings.fixed_prompts
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
     else:
