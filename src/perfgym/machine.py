@@ -174,8 +174,10 @@ FMA_PORTS = 2  # FMA units per core: no x86 core has more, so the ISA bound is a
 
 
 def measure_once(compiler: str = "gcc") -> tuple[dict[str, Any], dict[str, float]]:
-    """One pass of every probe: (figures, share of the CPU each probe got). Figures are rates
-    by CPU time, which a neighbour cannot lower by taking turns on our cores."""
+    """One pass of every probe: (figures, share of the CPU each probe got). The clock and the
+    FMA peaks are rates by CPU time, which a neighbour cannot lower by taking turns on our
+    cores. Bandwidth stays a wall-clock rate: a thread running while its sibling waits gets
+    more than its share of memory, so by CPU time a busy machine would look faster."""
     fp = fingerprint(compiler)
     cores = str(fp["cores"])
     probe = _Probe(compiler)
@@ -194,9 +196,9 @@ def measure_once(compiler: str = "gcc") -> tuple[dict[str, Any], dict[str, float
         "peak_gflops": runs["peak"][1],
         "peak_gflops_fp32": runs["peak_fp32"][1],
         "blas_dgemm_gflops": _blas_dgemm_gflops(),
-        "bandwidth_gbs": runs["bandwidth"][1],
+        "bandwidth_gbs": runs["bandwidth"][0],
         "bandwidth_footprint": 3 * (_triad_mib(fp) << 20),
-        "bandwidth_curve": [[3 * kib * 1024, curve[kib][1]] for kib in CURVE_KIB],
+        "bandwidth_curve": [[3 * kib * 1024, curve[kib][0]] for kib in CURVE_KIB],
     }
     shares = {name: wall / cpu for name, (wall, cpu) in runs.items() if cpu > 0}
     return figures, shares
@@ -323,8 +325,8 @@ def probe_report(info: dict[str, Any]) -> list[str]:
     lines = [f"measurement {i} of {len(attempts)} disturbed: {'; '.join(a['notes'])}"
              for i, a in enumerate(attempts, 1) if a["notes"]]
     if not info["probe"]["consistent"]:
-        lines.append("still disturbed: the figures are the best seen, taken by CPU time; "
-                     "perfgym measures again in the next process")
+        lines.append("still disturbed: the peaks and clock are the best seen, by CPU time; "
+                     "bandwidth and BLAS may be low; perfgym measures again in the next process")
     return lines
 
 
