@@ -57,7 +57,7 @@ def test_a_busy_probe_says_it_was_disturbed(measured_under_load):
     assert any("another program was using the CPU" in n for n in first["notes"])
     assert len(busy["probe"]["attempts"]) == machine.PROBE_ATTEMPTS  # it measured again
     assert busy["probe"]["consistent"] is False  # and did not pretend the load went away
-    # `perfgym machine` reads that cache, measures again (it was disturbed) and says so
+    # `perfgym machine` reads that cache (fresh, so not measured again yet) and says so
     r = perfgym("machine", env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "measurement 1 of" in r.stdout and "disturbed" in r.stdout
@@ -94,6 +94,26 @@ def test_the_guard_passes_a_correct_kernel_against_a_peak_measured_far_too_low(
     outcome = evaluate(dgemm, dgemm.expert.read_text(), None, fast)
     assert outcome.gflops > IMPLAUSIBLE_PEAK_FACTOR * low["peak_gflops"]  # the old guard fired
     assert outcome.status is Status.OK, outcome.message
+
+
+@pytest.mark.slow
+def test_a_disturbed_cache_is_measured_again_once_it_is_old(measured_under_load, tmp_path,
+                                                             monkeypatch):
+    busy, _, _ = measured_under_load
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path))
+    path = tmp_path / "machine" / f"{busy['fingerprint']['id']}.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(busy))
+    calls = []
+    monkeypatch.setattr(machine, "measure", lambda compiler, previous=None: calls.append(
+        previous) or {**previous, "probe": {"attempts": [], "consistent": True}})
+    assert machine.machine_info() == busy and calls == []  # fresh: every process reuses it
+    machine._loaded.clear()
+    old = time.time() - machine.RETRY_DISTURBED_AFTER - 1
+    os.utime(path, (old, old))
+    machine.machine_info()
+    assert calls == [busy]  # measured again, starting from the disturbed figures (best of)
+    machine._loaded.clear()
 
 
 def test_the_isa_bound_is_above_the_measured_peak():
