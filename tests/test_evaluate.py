@@ -87,6 +87,10 @@ def test_cache_answers_identical_code(dgemm, fast, tmp_path, monkeypatch):
     assert not evaluate(dgemm, dgemm.baseline.read_text(), None, cfg.replace(opt="O1")).cached
     assert not evaluate(dgemm, dgemm.baseline.read_text(), None,
                         cfg.replace(use_cache=False)).cached
+    # Other evaluator rules (an upgrade): a verdict given under the old ones is not served.
+    import perfgym.cache
+    monkeypatch.setattr(perfgym.cache, "evaluator_digest", lambda: "rules-of-another-version")
+    assert not evaluate(dgemm, dgemm.baseline.read_text(), None, cfg).cached
 
 
 def test_outcome_round_trips_json(dgemm, fast):

@@ -1,8 +1,10 @@
 """Content-addressed outcome cache: identical candidates are answered without re-running.
 
 The key covers everything that can change a result: the normalized code (comments and
-whitespace do not matter), the task spec and baseline, the size, the evaluation config and the
-machine fingerprint. SQLite keeps it safe for concurrent readers and writers.
+whitespace do not matter), the task spec and baseline, the size, the evaluation config, the
+machine fingerprint and the evaluator itself (its rules, harness and pipeline sources), so a
+verdict given under older rules is never served after they change. SQLite keeps it safe for
+concurrent readers and writers.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+from functools import lru_cache
 from pathlib import Path
 
 from .config import EvalConfig
@@ -20,6 +23,20 @@ from .tasks import Task
 
 # Fields of EvalConfig that do not change a result.
 _NOT_IN_KEY = {"use_cache", "seed", "compile_timeout"}
+# The parts of the package that decide a verdict.
+_EVALUATOR = ("checks", "harness", "backends", "evaluate.py", "verify.py", "sandbox.py")
+
+
+@lru_cache(maxsize=1)
+def evaluator_digest() -> str:
+    root = Path(__file__).parent
+    digest = hashlib.sha256()
+    for part in _EVALUATOR:
+        files = sorted((root / part).rglob("*")) if (root / part).is_dir() else [root / part]
+        for f in files:
+            if f.is_file() and f.suffix in (".py", ".c"):
+                digest.update(f.relative_to(root).as_posix().encode() + f.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cache_key(task: Task, code: str, size: dict[str, int], config: EvalConfig,
@@ -28,7 +45,8 @@ def cache_key(task: Task, code: str, size: dict[str, int], config: EvalConfig,
     cfg = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_KEY}
     text = code.rstrip() if exact else normalize(code)
     blob = json.dumps({"code": text, "task": task.name, "spec": task.spec_hash,
-                       "size": size, "config": cfg, "machine": machine_id}, sort_keys=True)
+                       "size": size, "config": cfg, "machine": machine_id,
+                       "evaluator": evaluator_digest()}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
