@@ -116,6 +116,17 @@ def test_a_disturbed_cache_is_measured_again_once_it_is_old(measured_under_load,
     machine._loaded.clear()
 
 
+def test_the_rate_bound_is_the_larger_of_the_two_and_still_rejects(dgemm):
+    from perfgym.evaluate import _rate_bound, implausible
+    info = machine.summary(machine.machine_info())
+    bound = _rate_bound(dgemm, info)
+    assert bound == max(IMPLAUSIBLE_PEAK_FACTOR * info["peak_gflops"], info["isa_bound_gflops"])
+    low = {**info, "peak_gflops": 1.0}  # a measured peak far too low cannot lower the bound
+    assert _rate_bound(dgemm, low) == info["isa_bound_gflops"]
+    # a faked rate above it is still caught
+    assert "above what this machine" in implausible([1e-3] * 5, 1.0, 1.01 * bound, bound)
+
+
 def test_the_isa_bound_is_above_the_measured_peak():
     info = machine.machine_info()
     assert info["isa_bound_gflops"] >= info["peak_gflops"]

@@ -120,7 +120,7 @@ def test_a_worker_that_cannot_start_is_not_charged_to_the_candidate(monkeypatch)
     from perfgym import EvalConfig, evaluate, get_task
     import perfgym.sandbox_python as sp
     broken = sp.SandboxPython(sp.sandbox_python().executable, {"PYTHONPATH": "/nonexistent"},
-                              (), ())
+                              ())
     monkeypatch.setattr(sp, "sandbox_python", lambda: broken)
     import perfgym.backends.pytorch as pt
     monkeypatch.setattr(pt, "sandbox_python", lambda: broken)
@@ -128,3 +128,16 @@ def test_a_worker_that_cannot_start_is_not_charged_to_the_candidate(monkeypatch)
     solution = Path(pt.__file__).parent.parent / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
     with pytest.raises(HostError, match="cannot import numpy"):
         evaluate(task, solution.read_text(), None, EvalConfig(use_cache=False))
+
+
+def test_a_worker_killed_on_a_healthy_host_is_still_the_candidates_fault(monkeypatch):
+    """The host check must not become a way out: a worker that died without a report on a host
+    whose Python starts is the candidate's RUNTIME_ERROR, not a HostError."""
+    pytest.importorskip("torch", reason="the gpu/train extras are not installed")
+    from perfgym import EvalConfig, Status, evaluate, get_task
+    import perfgym.backends.pytorch as pt
+    dead = sandbox.RunResult(returncode=1, stdout="", stderr="", wall=0.1)
+    monkeypatch.setattr(pt, "run_worker", lambda *args, **kwargs: (dead, None))
+    solution = Path(pt.__file__).parent.parent / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
+    outcome = evaluate(get_task("relu"), solution.read_text(), None, EvalConfig(use_cache=False))
+    assert outcome.status is Status.RUNTIME_ERROR and "worker died" in outcome.message

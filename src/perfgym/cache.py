@@ -24,7 +24,8 @@ from .tasks import Task
 # Fields of EvalConfig that do not change a result.
 _NOT_IN_KEY = {"use_cache", "seed", "compile_timeout"}
 # The parts of the package that decide a verdict.
-_EVALUATOR = ("checks", "harness", "backends", "evaluate.py", "verify.py", "sandbox.py")
+_EVALUATOR = ("checks", "harness", "backends", "evaluate.py", "verify.py", "sandbox.py",
+              "machine.py")  # (machine.py: the rate bound the implausibility guard uses)
 
 
 @lru_cache(maxsize=1)

@@ -30,7 +30,6 @@ class SandboxPython:
     executable: str  # the interpreter, as the sandbox sees it
     env: dict[str, str]  # PYTHONPATH and LD_LIBRARY_PATH, as the sandbox sees them
     expose: tuple[str, ...]  # host directories bound read-only into the sandbox
-    roots: tuple[str, ...]  # every host root the mapping knows (exposed or reachable)
 
     def inside(self, host_path: str | Path) -> str:
         """Where a host path appears inside the sandbox."""
@@ -88,8 +87,7 @@ def linked_library_dirs(executable: Path) -> list[Path]:
 @lru_cache(maxsize=1)
 def sandbox_python() -> SandboxPython:
     base = Path(sys.base_prefix).resolve()
-    exe = Path(sys._base_executable if hasattr(sys, "_base_executable") else
-               sys.executable).resolve()
+    exe = Path(getattr(sys, "_base_executable", sys.executable)).resolve()  # not a venv's link
     imports = import_roots()
     libs = linked_library_dirs(exe)
     # one root per place: the base prefix (interpreter, stdlib), then each import root or
@@ -99,12 +97,12 @@ def sandbox_python() -> SandboxPython:
         if not any(p.is_relative_to(r) for r in roots):
             roots.append(p if p.is_dir() else p.parent)
     expose = tuple(str(r) for r in roots if not reachable(r))
-    mapping = SandboxPython("", {}, expose, tuple(map(str, roots)))
+    mapping = SandboxPython("", {}, expose)
     env = {"PYTHONPATH": ":".join(mapping.inside(p) for p in imports)}
     hidden_libs = [mapping.inside(d) for d in libs if str(d) != mapping.inside(d)]
     if hidden_libs:
         env["LD_LIBRARY_PATH"] = ":".join(hidden_libs)
-    return SandboxPython(mapping.inside(exe), env, expose, mapping.roots)
+    return SandboxPython(mapping.inside(exe), env, expose)
 
 
 def check_starts(modules: tuple[str, ...] = ("numpy", "torch")) -> None:

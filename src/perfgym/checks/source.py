@@ -72,7 +72,7 @@ def check_source(code: str, extra_forbidden: tuple[str, ...] = ()) -> str | None
                 "disguise its code as a system header's")
     if construct := flag_override(logical):
         return flags_reason(construct)
-    code = strip_comments(code)
+    code = logical  # spliced and comment-free, as the preprocessor reads it
     for m in _INCLUDE.finditer(code):
         target = m.group(1).strip()
         hm = re.match(r"^<([\w./]+)>", target)

@@ -47,7 +47,7 @@ def compile_line(config: EvalConfig | None) -> str:
     """How the harness compiles the kernel, as the prompt states it (the -O level matters: at
     O0 the model must know the compiler will not optimize for it)."""
     config = config or EvalConfig()
-    return f"{config.compiler} {' '.join(config.build_flags())}".replace(" -std=gnu11", "")
+    return f"{config.compiler} {' '.join(config.build_flags())}"
 
 
 def generate_prompt(task: Task, stage: int | None = None, machine: dict | None = None,
