@@ -50,7 +50,7 @@ def test_this_environment_starts_numpy_in_the_sandbox():
 
 
 def test_this_environment_starts_torch_in_the_sandbox():
-    pytest.importorskip("torch", reason="the gpu/train extras are not installed")
+    pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
     check_starts(("numpy", "torch"))
 
 
@@ -116,7 +116,7 @@ def test_a_module_the_sandbox_cannot_import_is_a_host_error_that_says_what_to_do
 def test_a_worker_that_cannot_start_is_not_charged_to_the_candidate(monkeypatch):
     """The first loop's failure: a venv's sandboxed worker died on `import numpy` and every
     GPU candidate was scored RUNTIME_ERROR. Now the host is blamed, with a HostError."""
-    pytest.importorskip("torch", reason="the gpu/train extras are not installed")
+    pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
     from perfgym import EvalConfig, evaluate, get_task
     import perfgym.sandbox_python as sp
     broken = sp.SandboxPython(sp.sandbox_python().executable, {"PYTHONPATH": "/nonexistent"},
@@ -133,7 +133,7 @@ def test_a_worker_that_cannot_start_is_not_charged_to_the_candidate(monkeypatch)
 def test_a_worker_killed_on_a_healthy_host_is_still_the_candidates_fault(monkeypatch):
     """The host check must not become a way out: a worker that died without a report on a host
     whose Python starts is the candidate's RUNTIME_ERROR, not a HostError."""
-    pytest.importorskip("torch", reason="the gpu/train extras are not installed")
+    pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
     from perfgym import EvalConfig, Status, evaluate, get_task
     import perfgym.backends.pytorch as pt
     dead = sandbox.RunResult(returncode=1, stdout="", stderr="", wall=0.1)
