@@ -66,6 +66,8 @@ def test_tiered_reward_is_eq3():
 def test_group_normalized():
     group = [outcome(Status.OK, 10.0), outcome(Status.OK, 40.0), outcome(Status.WRONG_ANSWER)]
     assert score("group_normalized", group) == [25.0, 100.0, -10.0]
+    # the group's best gets exactly 100, whatever its rate (100 * g / g is not always 100)
+    assert score("group_normalized", [outcome(Status.OK, 84.4331887563773)]) == [100.0]
 
 
 def test_weighted_reward_is_seed_001():

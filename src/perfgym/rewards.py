@@ -31,7 +31,8 @@ def group_normalized(group: Sequence[Outcome]) -> list[float]:
     """Penalty for failures, GFLOP/s / best GFLOP/s in the group x 100 for successes (seed 000
     experiment 2: keeps the signal in stages where absolute performance is low)."""
     best = max((o.gflops or 0.0 for o in group if o.ok), default=0.0)
-    return [(100.0 * (o.gflops or 0.0) / best if best > 0 else 0.0) if o.ok
+    # the ratio first: (g / g) * 100 is exactly 100, 100 * g / g need not be (g = 84.43...)
+    return [(100.0 * ((o.gflops or 0.0) / best) if best > 0 else 0.0) if o.ok
             else TIERED_PENALTY[o.status] for o in group]
 
 
