@@ -34,6 +34,8 @@ class EvalConfig:
     require_custom_kernel: bool = True  # False: plain PyTorch candidates are scored too
     device: str | None = None  # "cuda" or "cpu"; None: cuda when there is a GPU
     torch_timeout: float = 180.0  # seconds for the whole worker: import, trials, timing
+    input_budget: int | None = None  # shrink a problem's sizes to this many elements per tensor
+    kernelbench: bool = False  # KernelBench's protocol: seed 42, 5 trials, mean of 100 calls
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

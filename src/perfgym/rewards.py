@@ -39,8 +39,14 @@ def group_normalized(group: Sequence[Outcome]) -> list[float]:
 def weighted(group: Sequence[Outcome]) -> list[float]:
     """0.4 compiles + 0.4 correct + 0.2 faster than the baseline (seed 001)."""
     compiled_statuses = {Status.TIMEOUT, Status.RUNTIME_ERROR, Status.WRONG_ANSWER, Status.OK}
-    return [0.4 * (o.status in compiled_statuses) + 0.4 * o.ok
-            + 0.2 * (o.ok and o.speedup is not None and o.speedup > 1.0) for o in group]
+    return [0.4 * (o.status in compiled_statuses) + 0.4 * o.ok + 0.2 * faster(o) for o in group]
+
+
+def faster(o: Outcome) -> bool:
+    """Faster than the baseline: by the confidence bound where paired calls give one."""
+    if not o.ok or o.speedup is None:
+        return False
+    return (o.speedup_low if o.speedup_low is not None else o.speedup) > 1.0
 
 
 def log_speedup(group: Sequence[Outcome]) -> list[float]:

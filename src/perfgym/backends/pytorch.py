@@ -1,20 +1,19 @@
 """The PyTorch backend: KernelBench-format tasks with Triton or CUDA (load_inline) candidates.
 
-Each candidate runs in its own sandboxed Python process (harness/torch_worker.py), so a CUDA
-fault or a hostile candidate cannot poison the evaluator. The worker saves both models' outputs;
-the comparison happens here, in a process no candidate code has touched. Without a GPU, Triton
-runs in interpreter mode and plain PyTorch on the CPU (timings labelled as CPU and never mixed
-with GPU figures); CUDA sources are compile-checked with nvcc when it is there.
+The candidate's process is compromised: it runs in a sandboxed worker of its own, the
+reference in another, and this process (which no candidate code touches) makes the inputs
+travel, compares the outputs and cross-checks the times (torch_session.py says how). The static
+rules below are a first filter for honest mistakes and obvious tricks, never the wall. Without
+a GPU, Triton runs in interpreter mode and plain PyTorch on the CPU (timings labelled as CPU
+and never mixed with GPU figures); CUDA sources are compile-checked with nvcc when it is there.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
-import secrets
 import shutil
+import time
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +23,12 @@ from ..checks.python_rules import PythonAudit, audit_python
 from ..config import EvalConfig
 from ..outcome import Outcome, Status, Timing
 from ..sandbox_python import check_starts, sandbox_python
+from ..tasks.spec import TaskError
+from .torch_channel import Worker, WorkerDied, WorkerTimeout
+from .torch_session import (ReferenceFailed, Session, TimingResult, Verdict,
+                            speedup_lower_bound)
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
-# KernelBench's tolerance for fp32; half precision gets more room
-TOLERANCE = {"float32": (1e-2, 1e-2), "float64": (1e-6, 1e-6), "float16": (5e-2, 5e-2),
-             "bfloat16": (5e-2, 5e-2)}
 IMPLAUSIBLE_SPEEDUP = 50.0  # flagged for a person to look at, not failed
 
 
@@ -90,58 +90,21 @@ def nvcc_check(sources: list[str], workdir: Path) -> tuple[bool, str]:
     return True, ""
 
 
-def run_worker(problem_source: str, code: str, config: EvalConfig, workdir: Path,
-               kernels: list[str]) -> tuple[sandbox.RunResult, dict | None]:
-    (workdir / "problem.py").write_text(problem_source)
-    (workdir / "candidate.py").write_text(code)
-    worker = resources.files("perfgym.harness").joinpath("torch_worker.py").read_text()
-    (workdir / "torch_worker.py").write_text(worker)
-    device = device_for(config)
-    manifest = {"device": device, "trials": config.trials,
-                "seed": config.seed if config.seed is not None else secrets.randbits(31),
-                "kernels": kernels, "flush_bytes": 256 << 20,
-                "timing": {"warmup": max(1, config.warmup_min), "min_samples": config.min_samples,
-                           "max_samples": config.max_samples, "max_time": config.max_time,
-                           "cv_target": config.cv_target}}
-    (workdir / "manifest.json").write_text(json.dumps(manifest))
-    py = sandbox_python()
-    env = dict(py.env)  # the cached one stays as it is
-    env.update({"TRITON_INTERPRET": "0" if device == "cuda" else "1", "OMP_NUM_THREADS":
-                str(config.n_threads), "TRITON_CACHE_DIR": str(workdir / ".triton"),
+def worker_env(config: EvalConfig, workdir: Path, device: str) -> dict[str, str]:
+    env = dict(sandbox_python().env)  # the cached one stays as it is
+    env.update({"TRITON_INTERPRET": "0" if device == "cuda" else "1",
+                "OMP_NUM_THREADS": str(config.n_threads),
+                "TRITON_CACHE_DIR": str(workdir / ".triton"),
                 "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"})
-    limits = sandbox.Limits(wall_seconds=config.torch_timeout, cpu_seconds=600,
-                            address_space=64 << 30, file_size=1 << 30, processes=256,
-                            output_bytes=256 << 10)
-    result = sandbox.run([py.executable, "torch_worker.py", "manifest.json"], workdir, limits,
-                         env=env, expose=py.expose)
-    try:
-        report = json.loads((workdir / "result.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        report = None
-    return result, report
+    return env
 
 
-def compare(workdir: Path, trial: dict, index: int) -> str | None:
-    """None when the candidate's outputs match the reference's, else where they differ."""
-    if len(trial["new"]) != len(trial["ref"]):
-        return f"returned {len(trial['new'])} outputs, the reference {len(trial['ref'])}"
-    for i, (new, ref) in enumerate(zip(trial["new"], trial["ref"])):
-        if new["shape"] != ref["shape"]:
-            return f"output {i} has shape {new['shape']}, the reference {ref['shape']}"
-        got = np.load(workdir / f"new{index}_{i}.npy")
-        want = np.load(workdir / f"ref{index}_{i}.npy")
-        rtol, atol = TOLERANCE.get(ref["dtype"], (1e-2, 1e-2))
-        if new["dtype"] != ref["dtype"] and TOLERANCE.get(new["dtype"], (0,))[0] > rtol:
-            rtol, atol = TOLERANCE[new["dtype"]]  # a downcast output: judged at its precision
-        bad = ~np.isclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
-                          equal_nan=False)
-        if bad.any():
-            where = np.unravel_index(int(np.argmax(bad)), got.shape)
-            return (f"output {i}{list(where)} = {got[where]:.6g} but the reference gives "
-                    f"{want[where]:.6g} ({int(bad.sum())} of {bad.size} elements off; "
-                    f"rtol {rtol:g}, atol {atol:g})")
-    return None
+def worker_limits(config: EvalConfig) -> sandbox.Limits:
+    # no output files any more: outputs travel over the parent's pipe, whatever their size
+    return sandbox.Limits(wall_seconds=config.torch_timeout + 5, cpu_seconds=1200,
+                          address_space=64 << 30, file_size=256 << 20, processes=256,
+                          output_bytes=256 << 10)
 
 
 def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: float,
@@ -152,73 +115,125 @@ def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: 
         code = extract_python(text)
     except FormatError as exc:
         return outcome(Status.FORMAT_ERROR, str(exc))
-    audit: PythonAudit = audit_python(code, config.require_custom_kernel)
+    enforce = config.extra.get("static_rules", True)  # off only to test the wall behind them
+    audit: PythonAudit = audit_python(code, config.require_custom_kernel, enforce=enforce)
     if audit.violation:
         status = (Status.COMPILE_ERROR if audit.violation.startswith("syntax error") else
                   Status.FORMAT_ERROR if "defines no class ModelNew" in audit.violation else
                   Status.LIBRARY_VIOLATION)
         return outcome(status, audit.violation, flags=audit.flags)
-    workdir = sandbox.make_workdir("perfgym-torch-")
-    try:
-        device = device_for(config)
-        if audit.cuda_sources and device != "cuda":
+    device = device_for(config)
+    if audit.cuda_sources and device != "cuda":
+        workdir = sandbox.make_workdir("perfgym-nvcc-")
+        try:
             ok, diag = nvcc_check(audit.cuda_sources, workdir)
-            if not ok:
-                return outcome(Status.COMPILE_ERROR, "the CUDA source does not compile (nvcc)",
-                               diag, flags=audit.flags)
-            return outcome(Status.RUNTIME_ERROR, "no GPU on this machine: the CUDA source "
-                           "compiles (nvcc) but cannot run here", diag, flags=audit.flags)
-        from ..lane import LANE
-        with LANE.exclusive():
-            result, report = run_worker(task.source, code, config, workdir, audit.kernels)
-        return _judge(result, report, config, workdir, audit, device, outcome)
-    finally:
-        if not config.extra.get("keep_workdir"):
+        finally:
             shutil.rmtree(workdir, ignore_errors=True)
+        if not ok:
+            return outcome(Status.COMPILE_ERROR, "the CUDA source does not compile (nvcc)",
+                           diag, flags=audit.flags)
+        return outcome(Status.RUNTIME_ERROR, "no GPU on this machine: the CUDA source "
+                       "compiles (nvcc) but cannot run here", diag, flags=audit.flags)
+    return _run_session(task, code, config, audit, device, outcome)
 
 
-def _judge(result, report, config, workdir, audit, device, outcome) -> Outcome:
+def _run_session(task, code, config, audit, device, outcome) -> Outcome:
+    from ..lane import LANE
     flags = list(audit.flags)
-    if result.timed_out:
-        return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s",
-                       flags=flags)
-    if report is None or result.killed_by:
-        if report is None:
-            check_starts()  # a host that cannot start the worker is not the candidate's fault
-        why = f"crashed with {result.killed_by}" if result.killed_by else "the worker died"
-        return outcome(Status.RUNTIME_ERROR, why, result.stderr[-2000:], flags=flags)
-    if "error" in report:
-        status = Status.COMPILE_ERROR if report["stage"] == "import" else Status.RUNTIME_ERROR
-        where = "importing the candidate" if report["stage"] == "import" else "running it"
-        return outcome(status, f"{report['error'].splitlines()[0][:300]} ({where})",
-                       report.get("traceback", ""), flags=flags)
-    for index, trial in enumerate(report["trials"]):
-        if trial["input_modified"]:
-            return outcome(Status.WRONG_ANSWER, "the candidate modified its inputs "
-                           f"(trial {index + 1}); inputs are read-only", flags=flags)
-        wrong = compare(workdir, trial, index)
-        if wrong:
-            return outcome(Status.WRONG_ANSWER, f"wrong answer in trial {index + 1} of "
-                           f"{len(report['trials'])}: {wrong}", flags=flags)
-    if config.require_custom_kernel:
-        ran_own = any(t["launches"] > 0 for t in report["trials"])
-        if device == "cuda" and not ran_own:
-            ran_own = any(any(k in name for k in audit.kernels)
-                          for name in report.get("cuda_kernels", []))
-        if not ran_own:
-            return outcome(Status.LIBRARY_VIOLATION, "decoy: none of the candidate's own "
-                           f"kernels ({', '.join(audit.kernels)}) ran; the answer came from "
-                           "PyTorch's kernels", flags=flags)
-    new = Timing.from_samples(report["time_new"], 1, config.cv_target)
-    ref = Timing.from_samples(report["time_ref"], 1, config.cv_target)
-    speedup = ref.median / new.median if new.median > 0 else math.inf
+    dirs = [sandbox.make_workdir("perfgym-torch-ref-"), sandbox.make_workdir("perfgym-torch-")]
+    deadline = time.monotonic() + config.torch_timeout
+    limits = worker_limits(config)
+    workers: list[Worker] = []
+    shrunk: dict = {}
+    try:
+        with LANE.shared():  # start-up and correctness time nothing
+            options = {"device": device, "input_budget": config.input_budget}
+            workers.append(Worker("reference", dirs[0], {"problem.py": task.source}, options,
+                                  limits, worker_env(config, dirs[0], device), deadline))
+            workers.append(Worker("candidate", dirs[1], {"candidate.py": code},
+                                  {"device": device}, limits,
+                                  worker_env(config, dirs[1], device), deadline))
+            session = Session(*workers, config, kernelbench=config.kernelbench)
+            shrunk = _ready(session, workers)
+            session.correctness(5 if config.kernelbench else config.trials)
+        with LANE.exclusive():
+            timing = session.time()
+    except Verdict as v:
+        return outcome(Status(v.status), v.message, v.details, flags=flags)
+    except ReferenceFailed as exc:
+        raise TaskError(f"{task.name}: {exc}") from None
+    except WorkerTimeout:
+        return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s "
+                       "(import, trials and timing together)", flags=flags)
+    except WorkerDied as exc:
+        return _died(workers, str(exc), flags, outcome)
+    finally:
+        results = [w.close() for w in workers]
+        if not config.extra.get("keep_workdir"):
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+    if config.require_custom_kernel and not (device == "cuda" and audit.cuda_sources):
+        if not all(session.kernel_evidence):
+            return outcome(Status.LIBRARY_VIOLATION, "decoy: the output was not written by the "
+                           f"candidate's own kernels ({', '.join(audit.kernels)}; "
+                           f"{session.launches} launches seen); the answer came from "
+                           "PyTorch or library code", flags=flags)
+    elif config.require_custom_kernel:
+        flags.append("kernel_evidence_unavailable")  # load_inline CUDA is not hooked
+    del results
+    return _timed_outcome(timing, config, device, flags, shrunk, outcome)
+
+
+def _ready(session: Session, workers: list[Worker]) -> dict:
+    try:
+        return session.ready()
+    except WorkerDied:
+        if workers[0].result is not None or not workers[0]._thread.is_alive():
+            check_starts()  # a host that cannot start a worker is not the candidate's fault
+            raise ReferenceFailed("the reference worker died while importing the problem")
+        raise
+
+
+def _died(workers: list[Worker], why: str, flags: list[str], outcome) -> Outcome:
+    ref, cand = workers[0], workers[-1]
+    for w in workers:
+        w.close()
+    if ref.result is not None and ref.result.killed_by and (
+            cand.result is None or not cand.result.killed_by):
+        raise ReferenceFailed(f"the reference worker died ({ref.result.killed_by})")
+    r = cand.result
+    details = r.stderr[-2000:] if r else ""
+    if r is not None and r.killed_by:
+        why = f"crashed with {r.killed_by}"
+    elif r is not None and r.returncode is not None:
+        why = f"the candidate's worker exited with status {r.returncode} ({why})"
+    return outcome(Status.RUNTIME_ERROR, f"the candidate's worker stopped answering: {why}",
+                   details, flags=flags)
+
+
+def _timed_outcome(timing: TimingResult, config, device, flags, shrunk, outcome) -> Outcome:
+    if config.kernelbench:  # KernelBench reports the mean of its timed runs
+        new_t, ref_t = float(np.mean(timing.new)), float(np.mean(timing.ref))
+    else:
+        new_t, ref_t = float(np.median(timing.new)), float(np.median(timing.ref))
+    new = Timing.from_samples(timing.new, 1, config.cv_target)
+    ref = Timing.from_samples(timing.ref, 1, config.cv_target)
+    speedup = ref_t / new_t if new_t > 0 else math.inf
+    low = speedup_lower_bound(timing.ref, timing.new)
     if speedup > IMPLAUSIBLE_SPEEDUP:
         flags.append("implausible_speedup")
     label = "GPU, CUDA events" if device == "cuda" else "CPU wall clock (not a GPU figure)"
-    message = (f"{speedup:.2f}x the PyTorch reference ({new.median * 1e3:.3f} ms vs "
-               f"{ref.median * 1e3:.3f} ms, median of {len(new.samples)}; CV "
-               f"{new.trimmed_cv * 100:.1f}%; timed on {label})")
+    stat = "mean" if config.kernelbench else "median"
+    message = (f"{speedup:.2f}x the PyTorch reference ({new_t * 1e3:.3f} ms vs "
+               f"{ref_t * 1e3:.3f} ms, {stat} of {len(timing.new)} paired calls; "
+               f"{'faster' if low > 1 else 'not faster'} at 99% confidence; timed on {label})")
+    if shrunk:
+        message += "; sizes reduced: " + ", ".join(f"{k}={v}" for k, v in shrunk.items())
     if flags:
         message += f"; flags: {', '.join(flags)}"
-    return outcome(Status.OK, message, timing=new, speedup=speedup, flags=flags,
-                   device=device, reference_timing=ref)
+    details = (f"parent clock cross-check: channel overhead {timing.channel_overhead * 1e3:.3f}"
+               f" ms (reference), {timing.candidate_overhead * 1e3:.3f} ms (candidate); "
+               f"candidate calls as seen by the parent (ms): "
+               + " ".join(f"{p * 1e3:.3f}" for p in timing.parent_new[:20]))
+    return outcome(Status.OK, message, details, timing=new, speedup=speedup, speedup_low=low,
+                   flags=flags, device=device, reference_timing=ref)

@@ -1,12 +1,16 @@
-"""Static rules for Python (PyTorch/Triton) candidates, read from the AST.
+"""Static rules for Python (PyTorch/Triton) candidates, read from the AST: a first filter.
 
-The candidate runs inside our worker process, so its Python could patch the reference, the
-comparison or the timer. The rules close the doors that would need: no imports beyond torch,
-triton and a few pure modules; no dynamic access to names (exec, eval, getattr, __import__,
-globals, dunder attributes), so nothing can be reached that the AST does not show; no assignment
-to anything but the candidate's own objects; no side streams or CUDA events; no use of the
-reference Model. It must contain a kernel of its own (@triton.jit, or __global__ code given to
-load_inline). Precision downcasts are flagged, not forbidden.
+They turn away honest mistakes and the obvious tricks early, with a message a model can act on:
+no imports beyond torch, triton and a few pure modules; no dynamic access to names (exec, eval,
+getattr, __import__, globals, dunder attributes); no frame or code objects; no assignment to
+anything but the candidate's own objects; no side streams or CUDA events; no process-wide torch
+settings or operator overrides; no use of the reference Model. It must contain a kernel of its
+own (@triton.jit, or __global__ code given to load_inline). Precision downcasts are flagged.
+
+Python offers too many doors for rules like these to be the wall. The wall is the process
+boundary (backends/torch_session.py): the reference, the comparison and the parent's clock run
+where candidate code never does. `audit_python(..., enforce=False)` keeps only what the backend
+needs to know (the kernels, a ModelNew), so the tests can show the wall holds without them.
 """
 from __future__ import annotations
 
@@ -21,6 +25,13 @@ BANNED_CALLS = {"exec", "eval", "compile", "open", "__import__", "getattr", "set
 ALLOWED_DUNDERS = {"__init__", "__name__", "__call__"}
 STREAM_NAMES = {"Stream", "stream", "ExternalStream", "set_stream", "Event", "elapsed_time",
                 "default_stream"}
+# frames, code objects and tracebacks lead to the worker's own state
+FRAME_NAMES = {"gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals",
+               "f_builtins", "tb_frame", "tb_next", "gi_code", "f_code", "co_consts"}
+# process-wide settings and operator overrides: they change what other code computes
+GLOBAL_SETTINGS = {"set_num_threads", "set_default_dtype", "set_default_device", "library",
+                   "compile", "set_flush_denormal", "use_deterministic_algorithms",
+                   "set_grad_enabled", "manual_seed", "seed", "initial_seed"}
 DOWNCASTS = {"half", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8"}
 _GLOBAL_KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s*)?"
                             r"(?:void\s+)?(\w+)\s*\(")
@@ -34,7 +45,7 @@ class PythonAudit:
     flags: list[str] = field(default_factory=list)
 
 
-def audit_python(code: str, require_kernel: bool = True) -> PythonAudit:
+def audit_python(code: str, require_kernel: bool = True, enforce: bool = True) -> PythonAudit:
     audit = PythonAudit()
     try:
         tree = ast.parse(code)
@@ -45,7 +56,7 @@ def audit_python(code: str, require_kernel: bool = True) -> PythonAudit:
     if not model_new:
         audit.violation = "the code defines no class ModelNew"
         return audit
-    for base in model_new[0].bases:
+    for base in model_new[0].bases if enforce else []:
         if isinstance(base, ast.Name) and base.id == "Model":
             audit.violation = "ModelNew inherits the reference Model (a fallback, not a kernel)"
             return audit
@@ -53,7 +64,7 @@ def audit_python(code: str, require_kernel: bool = True) -> PythonAudit:
     strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
                and isinstance(n.value, str)]
     for node in ast.walk(tree):
-        reason = _check(node)
+        reason = _check(node) if enforce else None
         if reason:
             audit.violation = reason
             return audit
@@ -94,6 +105,11 @@ def _check(node: ast.AST) -> str | None:
             return f"attribute {node.attr} is not allowed in a candidate"
         if node.attr in STREAM_NAMES:
             return f"{_dotted(node)}: side streams and CUDA events are not allowed"
+        if node.attr in FRAME_NAMES:
+            return f"{_dotted(node)}: frame and code objects are not allowed in a candidate"
+        if node.attr in GLOBAL_SETTINGS and _root(node) == "torch":
+            return (f"{_dotted(node)} is not allowed: it changes process-wide torch state "
+                    "(torch.compile counts as library code, not a kernel)")
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
         for t in targets:

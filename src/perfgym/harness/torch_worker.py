@@ -1,192 +1,261 @@
-"""perfgym's worker for PyTorch/Triton/CUDA candidates (trusted code; runs in the sandbox).
+"""perfgym's worker for PyTorch/Triton/CUDA tasks (runs in the sandbox, driven by the parent).
 
-    python torch_worker.py manifest.json
+    python torch_worker.py reference|candidate CMD_FD REPLY_FD [options.json]
 
-For each trial (fresh seed): build the reference Model and the candidate ModelNew from the same
-seed, make inputs, run the candidate FIRST on its own clone of the inputs (so it cannot see the
-reference's output), check its inputs are unchanged, then run the reference on another clone.
-Both outputs are saved for the parent to compare (the comparison does not happen here, where the
-candidate's code has run). Then both models are timed the same way: CUDA events with a
-synchronize before the end event and an L2 flush between samples on a GPU, wall clock on the CPU.
-Kernel launches of the candidate's own Triton kernels are counted, and on a GPU the profiler
-lists the CUDA kernels that ran, so a decoy (a kernel defined but never launched) shows.
+Two of these run per evaluation, each in its own sandboxed process: the *reference* worker
+imports only the task's problem file (it makes inputs from seeds the parent keeps secret, and
+runs Model); the *candidate* worker imports only the candidate (it runs ModelNew). The parent
+sends commands on CMD_FD and reads replies on REPLY_FD; it compares outputs and times calls
+with its own clock. Nothing here decides a verdict: in the candidate's process this code is as
+compromised as the candidate itself, and the parent treats every reply as a claim to check.
+
+A message is an 8-byte little-endian length, a JSON header of that length, then the raw bytes
+of every tensor the header lists ({"dtype", "shape"}), in order.
 """
 import importlib.util
 import json
-import math
+import os
+import struct
 import sys
 import time
 import traceback
 
-import numpy as np
 import torch
 
-LAUNCHES = {}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
+          "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
+NAMES = {v: k for k, v in DTYPES.items()}
 
 
-def count_triton_launches():
-    """Count launches per kernel name, for JIT and interpreter mode alike (installed before the
-    candidate is imported)."""
-    try:
-        from triton.runtime import jit
-        classes = [jit.JITFunction]
-        try:
-            from triton.runtime import interpreter
-            classes.append(interpreter.InterpretedFunction)
-        except ImportError:
-            pass
-    except ImportError:
-        return
-    for cls in classes:
-        original = cls.run
+# ---- the wire ---------------------------------------------------------------------------------
 
-        def run(self, *args, _original=original, **kwargs):
-            fn = getattr(self, "fn", None)
-            name = getattr(fn, "__name__", None) or getattr(self, "__name__", "kernel")
-            LAUNCHES[name] = LAUNCHES.get(name, 0) + 1
-            return _original(self, *args, **kwargs)
-        cls.run = run
+def read_exact(fd, n):
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        chunk = os.readv(fd, [view[got:]])
+        if chunk == 0:
+            raise EOFError("the parent closed the channel")
+        got += chunk
+    return buf
 
+
+def write_all(fd, data):
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def receive(fd):
+    header = json.loads(read_exact(fd, struct.unpack("<Q", read_exact(fd, 8))[0]))
+    tensors = []
+    for meta in header.get("tensors", []):
+        dtype = DTYPES[meta["dtype"]]
+        count = 1
+        for d in meta["shape"]:
+            count *= d
+        raw = read_exact(fd, count * torch.empty((), dtype=dtype).element_size())
+        flat = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        tensors.append(flat.reshape(meta["shape"]))
+    return header, tensors
+
+
+def send(fd, header, tensors=()):
+    blobs = []
+    header = dict(header, tensors=[])
+    for t in tensors:
+        t = t.detach().to("cpu").contiguous()
+        header["tensors"].append({"dtype": NAMES[t.dtype], "shape": list(t.shape)})
+        blobs.append(t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
+    data = json.dumps(header).encode()
+    write_all(fd, struct.pack("<Q", len(data)) + data)
+    for blob in blobs:
+        write_all(fd, blob)
+
+
+def encode(value, tensors):
+    """Arguments as JSON, tensors replaced by {"tensor": index} into `tensors`."""
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return {"tensor": len(tensors) - 1}
+    if isinstance(value, tuple):
+        return {"tuple": [encode(v, tensors) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, tensors) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot send a {type(value).__name__} between processes")
+
+
+def decode(value, tensors):
+    if isinstance(value, dict):
+        if "tensor" in value:
+            return tensors[value["tensor"]]
+        return tuple(decode(v, tensors) for v in value["tuple"])
+    if isinstance(value, list):
+        return [decode(v, tensors) for v in value]
+    return value
+
+
+# ---- the models -------------------------------------------------------------------------------
 
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-def to_device(values, device):
-    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+def shrink(problem, budget):
+    """Scale the problem's module-level sizes down (largest first) until no input or output has
+    more than `budget` elements. Shapes are found on the meta device, so nothing is allocated."""
+    sizes = {k: v for k, v in vars(problem).items()
+             if type(v) is int and v >= 32 and not k.startswith("_")}
+    factor = 1
+    while True:
+        for k, v in sizes.items():
+            setattr(problem, k, max(8, v // factor))
+        try:
+            with torch.device("meta"):
+                inputs = problem.get_inputs()
+                model = problem.Model(*problem.get_init_inputs())
+                out = model(*inputs)
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            largest = max(t.numel() for t in [*inputs, *outs] if isinstance(t, torch.Tensor))
+        except Exception:  # an op without a meta kernel: judge by the inputs alone
+            with torch.device("meta"):
+                inputs = problem.get_inputs()
+            largest = max(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+        if largest <= budget or factor >= 1 << 20 or not sizes:
+            return {k: getattr(problem, k) for k in sizes}
+        factor *= 2
 
 
-def clone(values):
-    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+class LaunchLog:
+    """Pointers handed to the candidate's own Triton kernels (evidence a kernel wrote the
+    output; in this process it is a claim, checked as far as a claim can be)."""
+
+    def __init__(self, module_name):
+        self.module_name = module_name
+        self.pointers = set()
+        self.launches = 0
+
+    def install(self):
+        try:
+            from triton.runtime import jit
+            classes = [jit.JITFunction]
+            try:
+                from triton.runtime import interpreter
+                classes.append(interpreter.InterpretedFunction)
+            except ImportError:
+                pass
+        except ImportError:
+            return
+        log = self
+        for cls in classes:
+            original = cls.run
+
+            def run(self, *args, _original=original, **kwargs):
+                fn = getattr(self, "fn", None)
+                if getattr(fn, "__module__", None) == log.module_name:
+                    log.launches += 1
+                    for a in list(args) + list(kwargs.values()):
+                        if isinstance(a, torch.Tensor):
+                            log.pointers.add(a.untyped_storage().data_ptr())
+                return _original(self, *args, **kwargs)
+            cls.run = run
 
 
-def unchanged(a, b):
-    return all(torch.equal(x, y) or (x.is_floating_point() and torch.allclose(
-        x, y, rtol=0, atol=0, equal_nan=True)) if isinstance(x, torch.Tensor) else x == y
-        for x, y in zip(a, b))
-
-
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def save(tensor_or_tuple, prefix):
-    outs = tensor_or_tuple if isinstance(tensor_or_tuple, (tuple, list)) else [tensor_or_tuple]
-    shapes = []
+def outputs_of(result):
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
     for i, t in enumerate(outs):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"forward returned a {type(t).__name__}, not a tensor")
-        arr = t.detach().to("cpu")
-        dtype = str(arr.dtype).replace("torch.", "")
-        if arr.dtype in (torch.float16, torch.bfloat16):
-            arr = arr.float()
-        np.save(f"{prefix}_{i}.npy", arr.numpy())
-        shapes.append({"shape": list(t.shape), "dtype": dtype})
-    return shapes
-
-
-def time_model(model, inputs, device, policy, flush):
-    samples = []
-    with torch.no_grad():
-        for _ in range(policy["warmup"]):
-            model(*inputs)
-        sync(device)
-        started = time.perf_counter()
-        while True:
-            if flush is not None:
-                flush.zero_()  # evict the L2 so every sample starts cold alike
-            if device == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
-                    enable_timing=True)
-                start.record()
-                model(*inputs)
-                torch.cuda.synchronize()  # before the end event: the kernel has finished
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end) / 1e3)
-            else:
-                t0 = time.perf_counter()
-                model(*inputs)
-                samples.append(time.perf_counter() - t0)
-            n = len(samples)
-            if n >= policy["max_samples"]:
-                break
-            if n >= policy["min_samples"] and trimmed_cv(samples) <= policy["cv_target"]:
-                break
-            if time.perf_counter() - started > policy["max_time"] and n >= 3:
-                break
-    return samples
-
-
-def trimmed_cv(samples):
-    s = sorted(samples)[: len(samples) - len(samples) // 10]
-    if len(s) < 2:
-        return math.inf
-    mean = sum(s) / len(s)
-    var = sum((x - mean) ** 2 for x in s) / (len(s) - 1)
-    return math.sqrt(var) / mean if mean > 0 else math.inf
+        if type(t) is not torch.Tensor:  # a subclass could compute lazily, after the clock
+            raise TypeError(f"forward returned {type(t).__name__} as output {i}, "
+                            "not a torch.Tensor")
+    return outs
 
 
 def main():
-    manifest = json.load(open(sys.argv[1]))
-    device = manifest["device"]
-    result = {"stage": "import", "trials": [], "device": device}
+    role, cmd_fd, reply_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    device = options.get("device", "cpu")
+    models = {}
+    log = LaunchLog("perfgym_candidate")
+    module = None
     try:
-        count_triton_launches()
-        problem = load("problem.py", "perfgym_problem")
-        candidate = load("candidate.py", "perfgym_candidate")
-        if not hasattr(candidate, "ModelNew"):
-            raise AttributeError("the candidate defines no ModelNew")
-        result["stage"] = "run"
-        for trial in range(manifest["trials"]):
-            seed = manifest["seed"] + 7919 * trial
-            init = problem.get_init_inputs()
-            torch.manual_seed(seed)
-            reference = problem.Model(*init).to(device)
-            torch.manual_seed(seed)
-            model_new = candidate.ModelNew(*init).to(device)
-            torch.manual_seed(seed + 1)
-            pristine = to_device(problem.get_inputs(), device)
-            for_new, for_ref = clone(pristine), clone(pristine)
-            before = sum(LAUNCHES.values())
-            with torch.no_grad():
-                if trial == 0 and device == "cuda":
-                    from torch.profiler import ProfilerActivity, profile
-                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                        out_new = model_new(*for_new)
-                        sync(device)
-                    result["cuda_kernels"] = sorted({e.name for e in prof.events()
-                                                     if e.device_type.name == "CUDA"})
-                else:
-                    out_new = model_new(*for_new)
-                    sync(device)
-                launches = sum(LAUNCHES.values()) - before
-                modified = not unchanged(for_new, pristine)
-                out_ref = reference(*for_ref)
-                sync(device)
-            result["trials"].append({"seed": seed, "launches": launches,
-                                     "input_modified": modified,
-                                     "new": save(out_new, f"new{trial}"),
-                                     "ref": save(out_ref, f"ref{trial}")})
-        result["stage"] = "time"
-        flush = None
+        if role == "reference":
+            module = load("problem.py", "perfgym_problem")
+            if options.get("input_budget"):
+                options["shrunk"] = shrink(module, options["input_budget"])
+        else:
+            log.install()
+            module = load("candidate.py", "perfgym_candidate")
+            if not hasattr(module, "ModelNew"):
+                raise AttributeError("the candidate defines no ModelNew")
+        send(reply_fd, {"ready": True, "shrunk": options.get("shrunk", {})})
+    except BaseException as exc:
+        send(reply_fd, {"error": f"{type(exc).__name__}: {exc}", "stage": "import",
+                        "traceback": traceback.format_exc()[-4000:]})
+        return
+    while True:
+        try:
+            header, tensors = receive(cmd_fd)
+        except EOFError:
+            return
+        op = header["op"]
+        try:
+            if op == "quit":
+                return
+            if op == "init_args":  # reference only: the constructor's arguments
+                out = []
+                args = encode(list(module.get_init_inputs()), out)
+                send(reply_fd, {"args": args}, out)
+            elif op == "inputs":  # reference only: one input set from a seed the parent chose
+                torch.manual_seed(header["seed"])
+                out = []
+                args = encode(list(module.get_inputs()), out)
+                send(reply_fd, {"args": args}, out)
+            elif op == "build":
+                cls = module.Model if role == "reference" else module.ModelNew
+                args = decode(header["args"], tensors)
+                torch.manual_seed(header["seed"])  # the same weights on both sides
+                models[header["slot"]] = cls(*args).to(device)
+                send(reply_fd, {"built": header["slot"]})
+            elif op == "call":
+                send_call(reply_fd, models[header["slot"]], decode(header["args"], tensors),
+                          device, log, header.get("return_inputs", False))
+            else:
+                raise ValueError(f"unknown command {op!r}")
+        except BaseException as exc:  # reported, and the parent decides what it means
+            send(reply_fd, {"error": f"{type(exc).__name__}: {exc}", "stage": op,
+                            "traceback": traceback.format_exc()[-4000:]})
+
+
+def send_call(reply_fd, model, args, device, log, return_inputs):
+    args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    log.pointers.clear()
+    launches = log.launches
+    with torch.no_grad():
         if device == "cuda":
-            flush = torch.empty(manifest["flush_bytes"] // 4, dtype=torch.float32, device=device)
-        inputs = to_device(problem.get_inputs(), device)
-        policy = manifest["timing"]
-        result["time_new"] = time_model(model_new, clone(inputs), device, policy, flush)
-        result["time_ref"] = time_model(reference, clone(inputs), device, policy, flush)
-        result["launch_counts"] = LAUNCHES
-        result["stage"] = "done"
-    except BaseException as exc:  # report, do not crash: the parent reads the stage
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        result["traceback"] = traceback.format_exc()[-4000:]
-    with open("result.json", "w") as f:
-        json.dump(result, f)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = model(*args)
+            torch.cuda.synchronize()  # before the end event: every kernel has finished
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            result = model(*args)
+            seconds = time.perf_counter() - t0
+    outs = outputs_of(result)
+    wrote = [t.untyped_storage().data_ptr() in log.pointers for t in outs]
+    extra = [a for a in args if isinstance(a, torch.Tensor)] if return_inputs else []
+    send(reply_fd, {"seconds": seconds, "outputs": len(outs), "launches": log.launches - launches,
+                    "own_kernel_wrote": wrote}, [*outs, *extra])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,326 @@
+"""One evaluation of a PyTorch candidate, driven from the parent: the trust model in code.
+
+The candidate's process is compromised: anything it can write, patch or read is a claim. So
+  * the reference runs in a worker of its own, which never sees candidate code; it makes every
+    input from a seed the parent draws (secretly) and only the parent forwards the inputs;
+  * outputs come back over a pipe the parent owns and are compared here, at the reference's
+    dtype and shape, against the reference's outputs;
+  * one ModelNew instance serves every trial and every timed call (a memo on the instance
+    answers stale values for fresh inputs), and one more is built fresh for a last trial (a memo
+    at module level answers stale values there);
+  * every timed call gets fresh inputs and its output is checked, so replaying is never faster;
+  * each call is timed twice: by the worker (perf_counter, or CUDA events on a GPU) and by the
+    parent around the whole exchange. The reference's exchanges measure the channel's own
+    overhead; a candidate whose parent-seen time exceeds its claim by much more than that
+    overhead is rejected for tampering, and every sample is charged at least the parent-seen
+    time less that overhead, so work hidden after the worker's clock stops is paid for.
+Reference and candidate calls alternate round by round, so drift on a busy machine hits both.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import EvalConfig
+from .tolerance import Judge, judge_for, mismatches
+from .torch_channel import Tensor, Worker, WorkerDied, parse_metas
+
+KERNELBENCH_SEED = 42
+STREAM_BYTES = 64 << 20  # outputs are compared in chunks this size: no 1 GiB copy held twice
+# Tampering: the candidate's typical exchange overhead (its lower quartile: a liar's excess is
+# there on every call, a busy machine's only on some) may exceed the reference's upper quartile
+# by this factor, plus these seconds, plus this share of its own claimed time, before its clock
+# is disbelieved. Smaller hidden work is not rejected but charged (see cross_check).
+TAMPER_FACTOR, TAMPER_SLACK, TAMPER_SHARE = 2.0, 2e-3, 0.1
+
+
+class Verdict(Exception):
+    """The candidate failed; status name and message for the Outcome."""
+
+    def __init__(self, status: str, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.status, self.message, self.details = status, message, details
+
+
+class ReferenceFailed(Exception):
+    """The task's own Model or get_inputs failed: the task's fault, never the candidate's."""
+
+
+@dataclass
+class Call:
+    worker_seconds: float
+    parent_seconds: float
+    outputs: list[Tensor]
+    header: dict
+
+
+@dataclass
+class Samples:
+    worker: list[float] = field(default_factory=list)
+    parent: list[float] = field(default_factory=list)
+
+    def overhead(self) -> list[float]:
+        return [p - w for w, p in zip(self.worker, self.parent)]
+
+
+def secret_seed() -> int:
+    return secrets.randbits(31)
+
+
+class Session:
+    def __init__(self, reference: Worker, candidate: Worker, config: EvalConfig,
+                 kernelbench: bool = False) -> None:
+        self.ref, self.cand, self.config = reference, candidate, config
+        self.kernelbench = kernelbench
+        if kernelbench:
+            self.seed = lambda: KERNELBENCH_SEED  # KernelBench's fixed seed: reproducible
+        elif config.seed is not None:
+            self.seed = itertools.count(config.seed, 7919).__next__
+        else:
+            self.seed = secret_seed
+        self.judges: list[Judge] = []
+        self.kernel_evidence: list[bool] = []  # per candidate call: own kernels wrote outputs
+        self.launches = 0
+
+    # ---- talking to the two workers ----
+    def _ref(self, header: dict, tensors: list[Tensor] = ()) -> tuple[dict, list[Tensor]]:
+        reply = self.ref.request(header, tensors)
+        if "error" in reply:
+            raise ReferenceFailed(f"the task's reference failed ({reply.get('stage')}): "
+                                  f"{str(reply['error'])[:300]}")
+        return reply, [self.ref.read(t) for t in parse_metas(reply)]
+
+    def _cand(self, header: dict, tensors: list[Tensor] = ()) -> dict:
+        reply = self.cand.request(header, tensors)
+        if "error" in reply:
+            raise Verdict("RUNTIME_ERROR", f"{str(reply['error']).splitlines()[0][:300]} "
+                          f"(running ModelNew: {reply.get('stage')})",
+                          str(reply.get("traceback", ""))[-4000:])
+        return reply
+
+    def ready(self) -> dict:
+        """Both workers imported their code. Reference errors are the task's."""
+        reply = self.ref.header()
+        if "error" in reply:
+            raise ReferenceFailed(f"the problem file cannot be imported: {reply['error'][:300]}")
+        shrunk = reply.get("shrunk", {})
+        reply = self.cand.header()
+        if "error" in reply:
+            raise Verdict("COMPILE_ERROR", f"{str(reply['error']).splitlines()[0][:300]} "
+                          "(importing the candidate)", str(reply.get("traceback", ""))[-4000:])
+        return shrunk
+
+    def build(self, slot: str, seed: int) -> None:
+        reply, tensors = self._ref({"op": "init_args"})
+        args = reply["args"]
+        self._ref({"op": "build", "slot": slot, "seed": seed, "args": args}, tensors)
+        self._cand({"op": "build", "slot": slot, "seed": seed, "args": args}, tensors)
+
+    def inputs(self) -> tuple[list, list[Tensor]]:
+        reply, tensors = self._ref({"op": "inputs", "seed": self.seed()})
+        return reply["args"], tensors
+
+    def call_reference(self, slot: str, args, tensors) -> Call:
+        t0 = time.perf_counter()
+        reply, outs = self._ref({"op": "call", "slot": slot, "args": args}, tensors)
+        parent = time.perf_counter() - t0
+        return Call(float(reply.get("seconds", 0.0)), parent, outs, reply)
+
+    def _candidate_metas(self, reply: dict, want: list[Tensor], extra: int) -> list[Tensor]:
+        """The candidate's claimed outputs, held against the reference's before reading."""
+        metas = parse_metas(reply)
+        n = reply.get("outputs")
+        if n != len(want) or len(metas) != len(want) + extra:
+            raise Verdict("WRONG_ANSWER", f"forward returned {n} outputs, the reference "
+                          f"{len(want)}")
+        for i, (got, ref) in enumerate(zip(metas, want)):
+            if got.shape != ref.shape:
+                raise Verdict("WRONG_ANSWER", f"output {i} has shape {got.shape}, the "
+                              f"reference's is {ref.shape}")
+            if got.dtype != ref.dtype:
+                raise Verdict("WRONG_ANSWER", f"output {i} is {got.dtype} but the reference's "
+                              f"is {ref.dtype}: outputs keep the reference's dtype")
+        self._record_evidence(reply, len(want))
+        return metas
+
+    def _record_evidence(self, reply: dict, n: int) -> None:
+        wrote = reply.get("own_kernel_wrote")
+        ok = isinstance(wrote, list) and len(wrote) == n and all(w is True for w in wrote)
+        self.kernel_evidence.append(ok)
+        launches = reply.get("launches")
+        self.launches += launches if type(launches) is int and launches >= 0 else 0
+
+    # ---- correctness ----
+    def trial(self, slot: str, label: str) -> None:
+        """One call on fresh inputs; the candidate's outputs are streamed and compared."""
+        args, tensors = self.inputs()
+        ref = self.call_reference(slot, args, tensors)
+        self.judges = [judge_for(t.array(), t.dtype) for t in ref.outputs]
+        reply = self._cand({"op": "call", "slot": slot, "args": args, "return_inputs": True},
+                           tensors)
+        metas = self._candidate_metas(reply, ref.outputs, len(tensors))
+        for i, (got, want, judge) in enumerate(zip(metas, ref.outputs, self.judges)):
+            flat = want.array().reshape(-1)
+            bad, first = 0, -1
+            for offset, chunk in self.cand.stream(got, STREAM_BYTES):
+                n, at = mismatches(chunk, flat[offset:offset + chunk.size], judge)
+                if n and first < 0:
+                    first, value = offset + at, float(chunk[at])
+                bad += n
+            if bad:
+                raise Verdict("WRONG_ANSWER", f"wrong answer {label}: "
+                              + _where(i, want, first, value, bad, judge))
+        for i, (got, sent) in enumerate(zip(metas[len(ref.outputs):], tensors)):
+            if got.meta() != sent.meta() or self.cand.read(got).data != sent.data:
+                raise Verdict("WRONG_ANSWER", f"the candidate modified input {i} ({label}); "
+                              "inputs are read-only")
+
+    def correctness(self, trials: int) -> None:
+        self.build("A", self.seed())
+        for k in range(trials):
+            self.trial("A", f"in trial {k + 1} of {trials}")
+        self.build("B", self.seed())
+        self.trial("B", "on a freshly built ModelNew")
+
+    # ---- timing ----
+    def time(self) -> "TimingResult":
+        policy = self.config
+        ref_s, cand_s = Samples(), Samples()
+        same_inputs = self.inputs() if self.kernelbench else None
+        for _ in range(max(1, policy.warmup_min)):  # untimed: first-call costs on both sides
+            args, tensors = same_inputs or self.inputs()
+            self.call_reference("A", args, tensors)
+            self._candidate_call(args, tensors, [])
+        started = time.monotonic()
+        max_samples = 100 if self.kernelbench else policy.max_samples
+        min_samples = 100 if self.kernelbench else policy.min_samples
+        rounds = 0
+        while True:
+            args, tensors = same_inputs or self.inputs()
+            if rounds % 2 == 0:
+                ref = self.call_reference("A", args, tensors)
+                cand = self._candidate_call(args, tensors, ref.outputs)
+            else:
+                # the candidate first: its output shape is checked against the last round's
+                cand = self._candidate_call(args, tensors, ref.outputs)
+                ref = self.call_reference("A", args, tensors)
+            self._check_timed(cand, ref, rounds + 1)
+            for s, c in ((ref_s, ref), (cand_s, cand)):
+                s.worker.append(c.worker_seconds)
+                s.parent.append(c.parent_seconds)
+            rounds += 1
+            if rounds >= max_samples:
+                break
+            if (rounds >= min_samples and not self.kernelbench
+                    and _trimmed_cv(cand_s.worker) <= policy.cv_target):
+                break
+            if (time.monotonic() - started > policy.max_time and rounds >= 3
+                    and not self.kernelbench):
+                break
+        return cross_check(ref_s, cand_s)
+
+    def _candidate_call(self, args, tensors, like: list[Tensor]) -> Call:
+        t0 = time.perf_counter()
+        reply = self._cand({"op": "call", "slot": "A", "args": args}, tensors)
+        metas = (self._candidate_metas(reply, like, 0) if like else
+                 parse_or_die(reply))
+        outs = [self.cand.read(t) for t in metas]
+        parent = time.perf_counter() - t0
+        return Call(_seconds(reply), parent, outs, reply)
+
+    def _check_timed(self, cand: Call, ref: Call, number: int) -> None:
+        for i, (got, want) in enumerate(zip(cand.outputs, ref.outputs)):
+            if got.meta() != want.meta():
+                raise Verdict("WRONG_ANSWER", f"timed call {number}: output {i} is "
+                              f"{got.dtype}{got.shape}, the reference's {want.dtype}{want.shape}")
+            bad, first = mismatches(got.array().reshape(-1), want.array().reshape(-1),
+                                    self.judges[i])
+            if bad:
+                raise Verdict("WRONG_ANSWER", f"wrong answer on timed call {number} (fresh "
+                              "inputs; every timed output is checked): " + _where(
+                                  i, want, first, float(got.array().reshape(-1)[first]), bad,
+                                  judge))
+
+
+def parse_or_die(reply: dict) -> list[Tensor]:
+    metas = parse_metas(reply)
+    if sum(t.nbytes for t in metas) > 64 << 30:
+        raise WorkerDied("a reply larger than 64 GiB")
+    return metas
+
+
+def _seconds(reply: dict) -> float:
+    s = reply.get("seconds")
+    return float(s) if isinstance(s, (int, float)) and not isinstance(s, bool) else math.nan
+
+
+def _where(i: int, want: Tensor, first: int, value: float, bad: int, judge: Judge) -> str:
+    ref = want.array().reshape(-1)
+    index = list(np.unravel_index(first, want.shape)) if want.shape else []
+    return (f"output {i}{index} = {value:.6g} but the reference gives {float(ref[first]):.6g} "
+            f"({bad} of {ref.size} elements off; {judge.describe()})")
+
+
+def _trimmed_cv(samples: list[float]) -> float:
+    s = sorted(samples)[: len(samples) - len(samples) // 10]
+    if len(s) < 2 or s[0] != s[0]:
+        return math.inf
+    mean = sum(s) / len(s)
+    return math.sqrt(sum((x - mean) ** 2 for x in s) / (len(s) - 1)) / mean if mean > 0 \
+        else math.inf
+
+
+@dataclass
+class TimingResult:
+    new: list[float]  # charged per-call seconds of the candidate
+    ref: list[float]
+    channel_overhead: float  # median parent-seen minus worker-seen seconds, reference calls
+    candidate_overhead: float  # the same for the candidate
+    parent_new: list[float]
+    worker_new: list[float]
+
+
+def cross_check(ref: Samples, cand: Samples) -> TimingResult:
+    """Hold the candidate's claimed times against the parent's clock (see module docstring)."""
+    for w, p in zip(cand.worker, cand.parent):
+        if not (math.isfinite(w) and w >= 0):
+            raise Verdict("WRONG_ANSWER", f"tampering: the worker reported a call time of {w!r}")
+        if w > p + 1e-4:
+            raise Verdict("WRONG_ANSWER", f"tampering: the worker reported a call of "
+                          f"{w * 1e3:.3f} ms, longer than the {p * 1e3:.3f} ms the parent saw "
+                          "for the whole exchange")
+    overhead = float(np.median(ref.overhead()))
+    cand_overhead = float(np.median(cand.overhead()))
+    allowed = (TAMPER_FACTOR * float(np.percentile(ref.overhead(), 75)) + TAMPER_SLACK
+               + TAMPER_SHARE * float(np.median(cand.worker)))
+    if float(np.percentile(cand.overhead(), 25)) > allowed:
+        raise Verdict("WRONG_ANSWER", f"tampering: the worker's clock says "
+                      f"{np.median(cand.worker) * 1e3:.3f} ms per call but the parent saw "
+                      f"{np.median(cand.parent) * 1e3:.3f} ms; beyond the channel's own "
+                      f"{overhead * 1e3:.3f} ms that is {cand_overhead * 1e3:.3f} ms of work "
+                      f"outside the timed region (allowed {allowed * 1e3:.3f} ms)")
+
+    def charged(s: Samples) -> list[float]:
+        return [max(w, p - overhead) for w, p in zip(s.worker, s.parent)]
+    return TimingResult(charged(cand), charged(ref), overhead, cand_overhead,
+                        list(cand.parent), list(cand.worker))
+
+
+def speedup_lower_bound(ref: list[float], new: list[float], alpha: float = 0.01) -> float:
+    """One-sided (1 - alpha) lower confidence bound on the median of the paired ratios
+    ref_i / new_i (a sign test: distribution-free). 0 when the rounds are too few to bound it,
+    so a speedup is called "faster" only when the measurements show it, not the noise."""
+    ratios = sorted(r / n for r, n in zip(ref, new) if n > 0)
+    m = len(ratios)
+    k, tail = 0, 0.0  # k: the largest count with P(Binomial(m, 1/2) < k) <= alpha
+    while k < m:
+        nxt = tail + math.comb(m, k) / 2 ** m
+        if nxt > alpha:
+            break
+        tail, k = nxt, k + 1
+    return ratios[k - 1] if k > 0 else 0.0
