@@ -210,9 +210,12 @@ def expose_path(host_dir: str | Path) -> Path:
 
 
 def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
-        env: dict[str, str] | None = None, expose: list[str | Path] = ()) -> RunResult:
+        env: dict[str, str] | None = None, expose: list[str | Path] = (),
+        pass_fds: tuple[int, ...] = (), on_start=None) -> RunResult:
     """Run `argv` in `workdir` under every isolation layer this host supports. Directories in
-    `expose` (e.g. a Python installation under /root) become readable at `expose_path(dir)`."""
+    `expose` (e.g. a Python installation under /root) become readable at `expose_path(dir)`.
+    `pass_fds` stay open in the command (a channel to talk to it while it runs);
+    `on_start(proc)` is called once it has started (to close the parent's copies of them)."""
     iso = isolation()
     clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
                  "LC_ALL": "C", "TMPDIR": str(workdir)}
@@ -235,8 +238,9 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
             if namespaces:
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
             return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,
-                              uid)
-    return _supervise(_prlimit_args(limits) + argv, workdir, limits, clean_env, None)
+                              uid, pass_fds, on_start)
+    return _supervise(_prlimit_args(limits) + argv, workdir, limits, clean_env, None, pass_fds,
+                      on_start)
 
 
 def _hand_over(workdir: Path, uid: int) -> None:
@@ -249,11 +253,13 @@ def _hand_over(workdir: Path, uid: int) -> None:
 
 
 def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, str],
-               uid: int | None) -> RunResult:
+               uid: int | None, pass_fds: tuple[int, ...] = (), on_start=None) -> RunResult:
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, close_fds=True)
+                            start_new_session=True, close_fds=True, pass_fds=pass_fds)
+    if on_start is not None:
+        on_start(proc)
     kept: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
     total = [0]
     overflow = threading.Event()
