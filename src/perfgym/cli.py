@@ -68,9 +68,19 @@ def eval_cmd(
     threads: Optional[int] = typer.Option(None, help="OpenMP threads (default: all cores)"),
     cc: str = typer.Option("gcc", help="C compiler (gcc or clang)"),
     march: str = typer.Option("native", help="-march value"),
-    timeout: float = typer.Option(8.0, help="seconds a run may take"),
+    timeout: Optional[float] = typer.Option(None, help="seconds a run may take (default: 8 for "
+                                            "C kernels, 180 for a PyTorch task's whole "
+                                            "evaluation)"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     strict_stages: bool = typer.Option(False, help="also enforce the cache-blocking detector"),
+    allow_torch: bool = typer.Option(False, "--allow-torch", help="PyTorch tasks: score plain "
+                                     "PyTorch candidates too (no custom kernel required)"),
+    kernelbench: bool = typer.Option(False, "--kernelbench", help="PyTorch tasks: KernelBench's "
+                                     "protocol (seed 42, 5 trials, mean of 100 timed calls) to "
+                                     "compare with published numbers"),
+    input_budget: Optional[int] = typer.Option(None, help="PyTorch tasks: shrink the problem's "
+                                               "sizes until no tensor has more elements than "
+                                               "this"),
     no_cache: bool = typer.Option(False, "--no-cache", help="re-run even identical candidates"),
     ray_address: Optional[str] = typer.Option(None, help="evaluate on this Ray cluster's "
                                               "benchmark nodes"),
@@ -78,9 +88,21 @@ def eval_cmd(
 ) -> None:
     """Evaluate kernels on a task and print a verdict per kernel and size."""
     t = get_task(task)
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"--timeout must be positive, not {timeout:g}")
+    if input_budget is not None and input_budget < 1:
+        raise UserError(f"--input-budget must be at least 1 element, not {input_budget}")
+    torch_only = {"--allow-torch": allow_torch, "--kernelbench": kernelbench,
+                  "--input-budget": input_budget is not None}
+    if t.language != "torch" and any(torch_only.values()):
+        used = ", ".join(k for k, v in torch_only.items() if v)
+        raise UserError(f"{used}: for PyTorch tasks only, and {t.name!r} is a C task")
+    times = ({"torch_timeout": timeout} if t.language == "torch" else {"timeout": timeout}) \
+        if timeout is not None else {}
     config = EvalConfig(opt=opt, stage=stage, verify=verify, threads=threads, compiler=cc,
-                        march=march, timeout=timeout, strict_stages=strict_stages,
-                        use_cache=not no_cache)
+                        march=march, strict_stages=strict_stages, use_cache=not no_cache,
+                        require_custom_kernel=not allow_torch, kernelbench=kernelbench,
+                        input_budget=input_budget, **times)
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
     size_list = [parse_size(s, t) for s in size] if size else t.sizes(sizes)
@@ -238,6 +260,56 @@ def tasks_new(name: str = typer.Argument(..., help="task name (a C identifier)")
     path = scaffold(name, directory)
     console.print(f"created {path}: edit task.toml, naive.c and expert.c, then run "
                   f"`perfgym eval --task {path}`", highlight=False)
+
+
+@tasks_app.command("selfcheck")
+@_guard
+def tasks_selfcheck(
+        problems: Path = typer.Argument(..., help="a KernelBench-format problem file or a "
+                                        "directory of them (e.g. KernelBench/level1)"),
+        input_budget: Optional[int] = typer.Option(1 << 20, help="shrink each problem until "
+                                                   "no tensor has more elements than this "
+                                                   "(0: full size)"),
+        limit: Optional[int] = typer.Option(None, help="check only the first N problems"),
+        timeout: float = typer.Option(180.0, help="seconds per problem"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object per problem")
+) -> None:
+    """Score every problem's own reference as its candidate: each must load and pass, at 1x
+    within the noise (never called faster)."""
+    from .tasks.selfcheck import selfcheck
+    if not problems.exists():
+        raise UserError(f"{problems} does not exist: give a problem file or a directory")
+    paths = [problems] if problems.is_file() else sorted(
+        p for p in problems.glob("*.py") if not p.name.startswith("_"))
+    if not paths:
+        raise UserError(f"{problems} holds no .py problem files")
+    if limit is not None:
+        paths = paths[:max(0, limit)]
+    config = EvalConfig(torch_timeout=timeout, input_budget=input_budget or None)
+
+    def progress(done: int, total: int, row) -> None:
+        if as_json:
+            print(json.dumps({**row.__dict__, "called_faster": row.called_faster}), flush=True)
+        else:
+            print(f"[{done}/{total}] {row.problem}: {row.status or row.stage} {row.message[:110]}",
+                  file=sys.stderr, flush=True)
+    rows = selfcheck(paths, config, progress)
+    if as_json:
+        return
+    ok = [r for r in rows if r.stage == "ok"]
+    speedups = sorted(r.speedup for r in ok if r.speedup)
+    console.print(f"{len(rows)} problems: {sum(r.stage != 'load' for r in rows)} load, "
+                  f"{sum(r.stage in ('ok', 'evaluate') for r in rows)} evaluate, "
+                  f"{len(ok)} pass; called faster: {sum(r.called_faster for r in ok)}",
+                  highlight=False)
+    if speedups:
+        console.print(f"copy/original speedup: min {speedups[0]:.2f}x, median "
+                      f"{speedups[len(speedups) // 2]:.2f}x, max {speedups[-1]:.2f}x",
+                      highlight=False)
+    for r in rows:
+        if r.stage != "ok":
+            console.print(f"  {r.problem}: {r.stage} {r.status} {r.message[:200]}",
+                          highlight=False, markup=False)
 
 
 @app.command("bench-suite")

@@ -94,6 +94,9 @@ def worker_env(config: EvalConfig, workdir: Path, device: str) -> dict[str, str]
     env = dict(sandbox_python().env)  # the cached one stays as it is
     env.update({"TRITON_INTERPRET": "0" if device == "cuda" else "1",
                 "OMP_NUM_THREADS": str(config.n_threads),
+                # two workers share the cores: threads that spin after a parallel region would
+                # steal them from the other side's timed call
+                "OMP_WAIT_POLICY": "PASSIVE",
                 "TRITON_CACHE_DIR": str(workdir / ".triton"),
                 "TORCH_EXTENSIONS_DIR": str(workdir / ".torch_extensions"),
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"})

@@ -109,28 +109,44 @@ def load(path, name):
 
 
 def shrink(problem, budget):
-    """Scale the problem's module-level sizes down (largest first) until no input or output has
-    more than `budget` elements. Shapes are found on the meta device, so nothing is allocated."""
-    sizes = {k: v for k, v in vars(problem).items()
-             if type(v) is int and v >= 32 and not k.startswith("_")}
-    factor = 1
-    while True:
-        for k, v in sizes.items():
-            setattr(problem, k, max(8, v // factor))
+    """Scale the problem's module-level sizes (ints, and ints in tuples and lists) down by
+    powers of two until no input or output has more than `budget` elements. Shapes come from the
+    meta device, so nothing is allocated; a factor that breaks the model (sizes that had to
+    agree) is not taken."""
+    original = {k: v for k, v in vars(problem).items() if not k.startswith("_") and (
+        _is_size(v) or isinstance(v, (tuple, list)) and v and all(type(x) is int for x in v))}
+
+    def scaled(v, factor):
+        if isinstance(v, (tuple, list)):
+            return type(v)(scaled(x, factor) for x in v)
+        return max(8, v // factor) if v >= 32 else v
+
+    def largest(factor):
+        for k, v in original.items():
+            setattr(problem, k, scaled(v, factor))
+        with torch.device("meta"):
+            inputs = problem.get_inputs()
+            out = problem.Model(*problem.get_init_inputs())(*inputs)
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        return max(t.numel() for t in [*inputs, *outs] if isinstance(t, torch.Tensor))
+
+    factor, good = 1, None
+    while factor <= 1 << 20:
         try:
-            with torch.device("meta"):
-                inputs = problem.get_inputs()
-                model = problem.Model(*problem.get_init_inputs())
-                out = model(*inputs)
-            outs = out if isinstance(out, (tuple, list)) else [out]
-            largest = max(t.numel() for t in [*inputs, *outs] if isinstance(t, torch.Tensor))
-        except Exception:  # an op without a meta kernel: judge by the inputs alone
-            with torch.device("meta"):
-                inputs = problem.get_inputs()
-            largest = max(t.numel() for t in inputs if isinstance(t, torch.Tensor))
-        if largest <= budget or factor >= 1 << 20 or not sizes:
-            return {k: getattr(problem, k) for k in sizes}
+            size = largest(factor)
+        except Exception:  # no meta kernel, or sizes that had to agree no longer do
+            break
+        good = factor
+        if size <= budget:
+            break
         factor *= 2
+    for k, v in original.items():
+        setattr(problem, k, scaled(v, good or 1))
+    return {k: getattr(problem, k) for k, v in original.items() if getattr(problem, k) != v}
+
+
+def _is_size(v):
+    return type(v) is int
 
 
 class LaunchLog:
