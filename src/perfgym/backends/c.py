@@ -251,7 +251,8 @@ def run_limits(task: Task, size: dict[str, int], config: EvalConfig) -> sandbox.
         address_space=max(4 << 30, 10 * total + (1 << 30) + config.n_threads * (64 << 20)),
         file_size=max(64 << 20, 2 * total),
         processes=max(64, 4 * config.n_threads),
-        output_bytes=64 << 10)
+        # the harness's progress markers ("@t 17\n", one per timed call) on top of the cap
+        output_bytes=(64 << 10) + 16 * (config.max_samples + 32))
 
 
 def run_env(config: EvalConfig) -> dict[str, str]:

@@ -109,6 +109,7 @@ class Session:
         if "error" in reply:
             raise ReferenceFailed(f"the problem file cannot be imported: {reply['error'][:300]}")
         shrunk = reply.get("shrunk", {})
+        check_memory(reply.get("footprint"))
         reply = self.cand.header()
         if "error" in reply:
             raise Verdict("COMPILE_ERROR", f"{str(reply['error']).splitlines()[0][:300]} "
@@ -247,6 +248,27 @@ class Session:
                                   judge))
 
 
+def available_memory() -> int:
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) * 1024
+
+
+def check_memory(footprint: dict | None) -> None:
+    """Refuse, before anything is allocated, a problem this machine cannot hold: the reference
+    worker, the candidate worker and the parent each hold an input set and an output set (the
+    parent two outputs during a timed call), plus the bytes in flight."""
+    if not footprint:
+        return
+    need = 3 * footprint["inputs"] + 4 * footprint["outputs"]
+    have = available_memory()
+    if need > 0.8 * have:
+        raise ReferenceFailed(
+            f"needs about {need / 2**30:.1f} GiB (inputs {footprint['inputs'] / 2**30:.2f} GiB, "
+            f"outputs {footprint['outputs'] / 2**30:.2f} GiB, held by three processes) but "
+            f"{have / 2**30:.1f} GiB is available: pass --input-budget to shrink it")
+
+
 def parse_or_die(reply: dict) -> list[Tensor]:
     metas = parse_metas(reply)
     if sum(t.nbytes for t in metas) > 64 << 30:
@@ -261,7 +283,7 @@ def _seconds(reply: dict) -> float:
 
 def _where(i: int, want: Tensor, first: int, value: float, bad: int, judge: Judge) -> str:
     ref = want.array().reshape(-1)
-    index = list(np.unravel_index(first, want.shape)) if want.shape else []
+    index = [int(k) for k in np.unravel_index(first, want.shape)] if want.shape else []
     return (f"output {i}{index} = {value:.6g} but the reference gives {float(ref[first]):.6g} "
             f"({bad} of {ref.size} elements off; {judge.describe()})")
 

@@ -145,6 +145,20 @@ def shrink(problem, budget):
     return {k: getattr(problem, k) for k, v in original.items() if getattr(problem, k) != v}
 
 
+def footprint(problem):
+    """Bytes of one input set and of one output set, from the meta device (None if unknown)."""
+    try:
+        with torch.device("meta"):
+            inputs = problem.get_inputs()
+            out = problem.Model(*problem.get_init_inputs())(*inputs)
+    except Exception:
+        return None
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    size = lambda ts: sum(t.numel() * t.element_size() for t in ts  # noqa: E731
+                          if isinstance(t, torch.Tensor))
+    return {"inputs": size(inputs), "outputs": size(outs)}
+
+
 def _is_size(v):
     return type(v) is int
 
@@ -210,7 +224,8 @@ def main():
             module = load("candidate.py", "perfgym_candidate")
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate defines no ModelNew")
-        send(reply_fd, {"ready": True, "shrunk": options.get("shrunk", {})})
+        send(reply_fd, {"ready": True, "shrunk": options.get("shrunk", {}),
+                        "footprint": footprint(module) if role == "reference" else None})
     except BaseException as exc:
         send(reply_fd, {"error": f"{type(exc).__name__}: {exc}", "stage": "import",
                         "traceback": traceback.format_exc()[-4000:]})
