@@ -136,8 +136,9 @@ def test_a_worker_killed_on_a_healthy_host_is_still_the_candidates_fault(monkeyp
     pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
     from perfgym import EvalConfig, Status, evaluate, get_task
     import perfgym.backends.pytorch as pt
-    dead = sandbox.RunResult(returncode=1, stdout="", stderr="", wall=0.1)
-    monkeypatch.setattr(pt, "run_worker", lambda *args, **kwargs: (dead, None))
     solution = Path(pt.__file__).parent.parent / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
-    outcome = evaluate(get_task("relu"), solution.read_text(), None, EvalConfig(use_cache=False))
-    assert outcome.status is Status.RUNTIME_ERROR and "worker died" in outcome.message
+    killer = "import os\nos.kill(os.getpid(), 9)\n" + solution.read_text()  # dies at import
+    outcome = evaluate(get_task("relu"), killer, None,
+                       EvalConfig(use_cache=False, extra={"static_rules": False}))
+    assert outcome.status is Status.RUNTIME_ERROR, outcome.message
+    assert "stopped answering" in outcome.message and "SIGKILL" in outcome.message

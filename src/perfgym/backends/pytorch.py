@@ -22,10 +22,10 @@ from .. import sandbox
 from ..checks.python_rules import PythonAudit, audit_python
 from ..config import EvalConfig
 from ..outcome import Outcome, Status, Timing
-from ..sandbox_python import check_starts, sandbox_python
+from ..sandbox_python import SandboxPython, check_starts, sandbox_python
 from ..tasks.spec import TaskError
 from .torch_channel import Worker, WorkerDied, WorkerTimeout
-from .torch_session import (ReferenceFailed, Session, TimingResult, Verdict,
+from .torch_session import (ReferenceDied, ReferenceFailed, Session, TimingResult, Verdict,
                             speedup_lower_bound)
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -90,8 +90,9 @@ def nvcc_check(sources: list[str], workdir: Path) -> tuple[bool, str]:
     return True, ""
 
 
-def worker_env(config: EvalConfig, workdir: Path, device: str) -> dict[str, str]:
-    env = dict(sandbox_python().env)  # the cached one stays as it is
+def worker_env(config: EvalConfig, workdir: Path, device: str,
+               py: SandboxPython | None = None) -> dict[str, str]:
+    env = dict((py or sandbox_python()).env)  # the cached one stays as it is
     env.update({"TRITON_INTERPRET": "0" if device == "cuda" else "1",
                 "OMP_NUM_THREADS": str(config.n_threads),
                 # two workers share the cores: threads that spin after a parallel region would
@@ -151,13 +152,14 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
     try:
         with LANE.shared():  # start-up and correctness time nothing
             options = {"device": device, "input_budget": config.input_budget}
+            py = sandbox_python()
             workers.append(Worker("reference", dirs[0], {"problem.py": task.source}, options,
-                                  limits, worker_env(config, dirs[0], device), deadline))
+                                  limits, py, worker_env(config, dirs[0], device, py), deadline))
             workers.append(Worker("candidate", dirs[1], {"candidate.py": code},
-                                  {"device": device}, limits,
-                                  worker_env(config, dirs[1], device), deadline))
+                                  {"device": device}, limits, py,
+                                  worker_env(config, dirs[1], device, py), deadline))
             session = Session(*workers, config, kernelbench=config.kernelbench)
-            shrunk = _ready(session, workers)
+            shrunk = _ready(session)
             session.correctness(5 if config.kernelbench else config.trials)
         with LANE.exclusive():
             timing = session.time()
@@ -187,13 +189,11 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
     return _timed_outcome(timing, config, device, flags, shrunk, outcome)
 
 
-def _ready(session: Session, workers: list[Worker]) -> dict:
+def _ready(session: Session) -> dict:
     try:
         return session.ready()
-    except WorkerDied:
-        if workers[0].result is not None or not workers[0]._thread.is_alive():
-            check_starts()  # a host that cannot start a worker is not the candidate's fault
-            raise ReferenceFailed("the reference worker died while importing the problem")
+    except ReferenceDied:
+        check_starts()  # a host that cannot start a worker is not the candidate's fault
         raise
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import sandbox
-from ..sandbox_python import sandbox_python
+from ..sandbox_python import SandboxPython
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
@@ -82,7 +82,8 @@ class Worker:
     """One sandboxed worker process and its two pipes."""
 
     def __init__(self, role: str, workdir: Path, files: dict[str, str], options: dict,
-                 limits: sandbox.Limits, env: dict[str, str], deadline: float) -> None:
+                 limits: sandbox.Limits, python: SandboxPython, env: dict[str, str],
+                 deadline: float) -> None:
         self.role, self.deadline = role, deadline
         for name, text in files.items():
             (workdir / name).write_text(text)
@@ -97,7 +98,7 @@ class Worker:
                 pass  # a smaller pipe is only slower
         os.set_blocking(self.cmd, False)
         os.set_blocking(self.reply, False)
-        py = sandbox_python()
+        py = python
         argv = [py.executable, "torch_worker.py", role, str(cmd_r), str(reply_w),
                 json.dumps(options)]
         self.result: sandbox.RunResult | None = None

@@ -51,6 +51,10 @@ class ReferenceFailed(Exception):
     """The task's own Model or get_inputs failed: the task's fault, never the candidate's."""
 
 
+class ReferenceDied(ReferenceFailed):
+    """The reference worker exited before it reported: a broken host, or a broken task."""
+
+
 @dataclass
 class Call:
     worker_seconds: float
@@ -105,7 +109,11 @@ class Session:
 
     def ready(self) -> dict:
         """Both workers imported their code. Reference errors are the task's."""
-        reply = self.ref.header()
+        try:
+            reply = self.ref.header()
+        except WorkerDied:
+            raise ReferenceDied("the reference worker died while importing the problem") \
+                from None
         if "error" in reply:
             raise ReferenceFailed(f"the problem file cannot be imported: {reply['error'][:300]}")
         shrunk = reply.get("shrunk", {})
