@@ -60,7 +60,6 @@ class Call:
     worker_seconds: float
     parent_seconds: float
     outputs: list[Tensor]
-    header: dict
 
 
 @dataclass
@@ -102,7 +101,7 @@ class Session:
     def _cand(self, header: dict, tensors: list[Tensor] = ()) -> dict:
         reply = self.cand.request(header, tensors)
         if "error" in reply:
-            raise Verdict("RUNTIME_ERROR", f"{str(reply['error']).splitlines()[0][:300]} "
+            raise Verdict("RUNTIME_ERROR", f"{_first_line(reply['error'])} "
                           f"(running ModelNew: {reply.get('stage')})",
                           str(reply.get("traceback", ""))[-4000:])
         return reply
@@ -120,7 +119,7 @@ class Session:
         check_memory(reply.get("footprint"))
         reply = self.cand.header()
         if "error" in reply:
-            raise Verdict("COMPILE_ERROR", f"{str(reply['error']).splitlines()[0][:300]} "
+            raise Verdict("COMPILE_ERROR", f"{_first_line(reply['error'])} "
                           "(importing the candidate)", str(reply.get("traceback", ""))[-4000:])
         return shrunk
 
@@ -138,7 +137,7 @@ class Session:
         t0 = time.perf_counter()
         reply, outs = self._ref({"op": "call", "slot": slot, "args": args}, tensors)
         parent = time.perf_counter() - t0
-        return Call(float(reply.get("seconds", 0.0)), parent, outs, reply)
+        return Call(float(reply.get("seconds", 0.0)), parent, outs)
 
     def _candidate_metas(self, reply: dict, want: list[Tensor], extra: int) -> list[Tensor]:
         """The candidate's claimed outputs, held against the reference's before reading."""
@@ -240,7 +239,7 @@ class Session:
                  parse_or_die(reply))
         outs = [self.cand.read(t) for t in metas]
         parent = time.perf_counter() - t0
-        return Call(_seconds(reply), parent, outs, reply)
+        return Call(_seconds(reply), parent, outs)
 
     def _check_timed(self, cand: Call, ref: Call, number: int) -> None:
         for i, (got, want) in enumerate(zip(cand.outputs, ref.outputs)):
@@ -275,6 +274,10 @@ def check_memory(footprint: dict | None) -> None:
             f"needs about {need / 2**30:.1f} GiB (inputs {footprint['inputs'] / 2**30:.2f} GiB, "
             f"outputs {footprint['outputs'] / 2**30:.2f} GiB, held by three processes) but "
             f"{have / 2**30:.1f} GiB is available: pass --input-budget to shrink it")
+
+
+def _first_line(error) -> str:
+    return (str(error).splitlines() or ["(no message)"])[0][:300]
 
 
 def parse_or_die(reply: dict) -> list[Tensor]:
