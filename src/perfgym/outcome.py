@@ -84,7 +84,10 @@ class Outcome:
     flags: list[str] = field(default_factory=list)  # e.g. precision_downcast, implausible_speedup
     device: str | None = None  # where a PyTorch candidate was timed: "cuda" or "cpu"
     reference_timing: Timing | None = None  # the PyTorch reference, timed the same way
-    # a 99% lower confidence bound on the speedup over paired reference/candidate calls (sign
+    # C tasks: the harness's per-call times next to the parent's own clock (evaluate.cross_check)
+    # and how many samples were charged the parent's figure; `timing` holds the charged samples
+    parent_check: dict[str, Any] | None = None
+    # a 99.9% lower confidence bound on the speedup over paired reference/candidate calls (sign
     # test): "faster" means this is above 1, so noise never earns a bonus
     speedup_low: float | None = None
 

@@ -117,7 +117,9 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
     compile_cmd = (f"{cc} {flags} -E -dI candidate.c -o candidate.i && "
                    "sed -e '/^#include/s/.*//' -e '/^#import/s/.*//' candidate.i > compiled.i && "
                    f"{cc} {flags} -c compiled.i -o candidate.o")
-    link_cmd = f"{cc} -fopenmp harness.o shim.o candidate.o -o run -lm"
+    # Full RELRO: the GOT is read-only before the kernel runs, so it cannot hook the harness's
+    # clock_gettime or the write() that announces its calls to the parent.
+    link_cmd = f"{cc} -fopenmp -Wl,-z,relro,-z,now harness.o shim.o candidate.o -o run -lm"
     script = f"{compile_cmd} || exit {_COMPILE_FAILED}; {link_cmd} || exit {_LINK_FAILED}"
     limits = sandbox.Limits(wall_seconds=config.compile_timeout, cpu_seconds=120,
                             address_space=8 << 30, processes=64, file_size=512 << 20)
@@ -251,8 +253,8 @@ def run_limits(task: Task, size: dict[str, int], config: EvalConfig) -> sandbox.
         address_space=max(4 << 30, 10 * total + (1 << 30) + config.n_threads * (64 << 20)),
         file_size=max(64 << 20, 2 * total),
         processes=max(64, 4 * config.n_threads),
-        # the harness's progress markers ("@t 17\n", one per timed call) on top of the cap
-        output_bytes=(64 << 10) + 16 * (config.max_samples + 32))
+        # the harness's progress markers ("@ts 17\n", two per timed call) on top of the cap
+        output_bytes=(64 << 10) + 24 * (config.max_samples + 16))
 
 
 def run_env(config: EvalConfig) -> dict[str, str]:

@@ -144,22 +144,30 @@ def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: 
 def _run_session(task, code, config, audit, device, outcome) -> Outcome:
     from ..lane import LANE
     flags = list(audit.flags)
-    dirs = [sandbox.make_workdir("perfgym-torch-ref-"), sandbox.make_workdir("perfgym-torch-")]
+    dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-")
+            for role in ("problem", "ref", "cand")]
     deadline = time.monotonic() + config.torch_timeout
-    limits = worker_limits(config)
-    workers: list[Worker] = []
+    limits, py = worker_limits(config), sandbox_python()
+
+    def start(role: str, workdir: Path, files: dict, options: dict) -> Worker:
+        return Worker(role, workdir, files, {"device": device, **options}, limits, py,
+                      worker_env(config, workdir, device, py), deadline)
+
+    problem_file = {"problem.py": task.source}
+    problem = cand = ref = None
     shrunk: dict = {}
     try:
         with LANE.shared():  # start-up and correctness time nothing
-            options = {"device": device, "input_budget": config.input_budget}
-            py = sandbox_python()
-            workers.append(Worker("reference", dirs[0], {"problem.py": task.source}, options,
-                                  limits, py, worker_env(config, dirs[0], device, py), deadline))
-            workers.append(Worker("candidate", dirs[1], {"candidate.py": code},
-                                  {"device": device}, limits, py,
-                                  worker_env(config, dirs[1], device, py), deadline))
-            session = Session(*workers, config, kernelbench=config.kernelbench)
-            shrunk = _ready(session)
+            problem = start("problem", dirs[0], problem_file,
+                            {"input_budget": config.input_budget})
+            cand = start("candidate", dirs[2], {"candidate.py": code}, {})
+            if not config.input_budget:  # no sizes to wait for: all three start together
+                ref = start("reference", dirs[1], problem_file, {})
+            session = Session(problem, ref, cand, config, kernelbench=config.kernelbench)
+            shrunk = _checked(session.problem_ready)
+            if ref is None:
+                ref = session.ref = start("reference", dirs[1], problem_file, {"sizes": shrunk})
+            _checked(session.ready)
             session.correctness(5 if config.kernelbench else config.trials)
         with LANE.exclusive():
             timing = session.time()
@@ -171,9 +179,11 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
         return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s "
                        "(import, trials and timing together)", flags=flags)
     except WorkerDied as exc:
-        return _died(workers, str(exc), flags, outcome)
+        return _died(ref, cand, str(exc), flags, outcome)
     finally:
-        results = [w.close() for w in workers]
+        for w in (problem, ref, cand):
+            if w is not None:
+                w.close()
         if not config.extra.get("keep_workdir"):
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
@@ -185,23 +195,22 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
                            "PyTorch or library code", flags=flags)
     elif config.require_custom_kernel:
         flags.append("kernel_evidence_unavailable")  # load_inline CUDA is not hooked
-    del results
     return _timed_outcome(timing, config, device, flags, shrunk, outcome)
 
 
-def _ready(session: Session) -> dict:
+def _checked(step):
     try:
-        return session.ready()
+        return step()
     except ReferenceDied:
         check_starts()  # a host that cannot start a worker is not the candidate's fault
         raise
 
 
-def _died(workers: list[Worker], why: str, flags: list[str], outcome) -> Outcome:
-    ref, cand = workers[0], workers[-1]
-    for w in workers:
-        w.close()
-    if ref.result is not None and ref.result.killed_by and (
+def _died(ref, cand, why: str, flags: list[str], outcome) -> Outcome:
+    for w in (ref, cand):
+        if w is not None:
+            w.close()
+    if ref is not None and ref.result is not None and ref.result.killed_by and (
             cand.result is None or not cand.result.killed_by):
         raise ReferenceFailed(f"the reference worker died ({ref.result.killed_by})")
     r = cand.result
@@ -229,7 +238,7 @@ def _timed_outcome(timing: TimingResult, config, device, flags, shrunk, outcome)
     stat = "mean" if config.kernelbench else "median"
     message = (f"{speedup:.2f}x the PyTorch reference ({new_t * 1e3:.3f} ms vs "
                f"{ref_t * 1e3:.3f} ms, {stat} of {len(timing.new)} paired calls; "
-               f"{'faster' if low > 1 else 'not faster'} at 99% confidence; timed on {label})")
+               f"{'faster' if low > 1 else 'not faster'} at 99.9% confidence; timed on {label})")
     if shrunk:
         message += "; sizes reduced: " + ", ".join(f"{k}={v}" for k, v in shrunk.items())
     if flags:

@@ -1,8 +1,8 @@
 """One evaluation of a PyTorch candidate, driven from the parent: the trust model in code.
 
 The candidate's process is compromised: anything it can write, patch or read is a claim. So
-  * the reference runs in a worker of its own, which never sees candidate code; it makes every
-    input from a seed the parent draws (secretly) and only the parent forwards the inputs;
+  * the reference runs in a worker of its own, which never sees candidate code; a third worker
+    makes every input from a seed the parent draws (secretly), and the parent forwards them;
   * outputs come back over a pipe the parent owns and are compared here, at the reference's
     dtype and shape, against the reference's outputs;
   * one ModelNew instance serves every trial and every timed call (a memo on the instance
@@ -77,9 +77,10 @@ def secret_seed() -> int:
 
 
 class Session:
-    def __init__(self, reference: Worker, candidate: Worker, config: EvalConfig,
-                 kernelbench: bool = False) -> None:
-        self.ref, self.cand, self.config = reference, candidate, config
+    def __init__(self, problem: Worker, reference: Worker | None, candidate: Worker,
+                 config: EvalConfig, kernelbench: bool = False) -> None:
+        self.problem, self.ref, self.cand = problem, reference, candidate
+        self.config = config
         self.kernelbench = kernelbench
         if kernelbench:
             self.seed = lambda: KERNELBENCH_SEED  # KernelBench's fixed seed: reproducible
@@ -92,12 +93,14 @@ class Session:
         self.launches = 0
 
     # ---- talking to the two workers ----
-    def _ref(self, header: dict, tensors: list[Tensor] = ()) -> tuple[dict, list[Tensor]]:
-        reply = self.ref.request(header, tensors)
+    def _ref(self, header: dict, tensors: list[Tensor] = (),
+             worker: Worker | None = None) -> tuple[dict, list[Tensor]]:
+        worker = worker or self.ref
+        reply = worker.request(header, tensors)
         if "error" in reply:
             raise ReferenceFailed(f"the task's reference failed ({reply.get('stage')}): "
                                   f"{str(reply['error'])[:300]}")
-        return reply, [self.ref.read(t) for t in parse_metas(reply)]
+        return reply, [worker.read(t) for t in parse_metas(reply)]
 
     def _cand(self, header: dict, tensors: list[Tensor] = ()) -> dict:
         reply = self.cand.request(header, tensors)
@@ -107,31 +110,38 @@ class Session:
                           str(reply.get("traceback", ""))[-4000:])
         return reply
 
-    def ready(self) -> dict:
-        """Both workers imported their code. Reference errors are the task's."""
+    def problem_ready(self) -> dict:
+        """The problem worker imported the problem: the sizes it shrank, memory checked."""
+        reply = self._task_header(self.problem)
+        check_memory(reply.get("footprint"))
+        return reply.get("shrunk", {})
+
+    def _task_header(self, worker: Worker) -> dict:
         try:
-            reply = self.ref.header()
+            reply = worker.header()
         except WorkerDied:
-            raise ReferenceDied("the reference worker died while importing the problem") \
+            raise ReferenceDied(f"the {worker.role} worker died while importing the problem") \
                 from None
         if "error" in reply:
             raise ReferenceFailed(f"the problem file cannot be imported: {reply['error'][:300]}")
-        shrunk = reply.get("shrunk", {})
-        check_memory(reply.get("footprint"))
+        return reply
+
+    def ready(self) -> None:
+        """The reference and candidate workers imported their code."""
+        self._task_header(self.ref)
         reply = self.cand.header()
         if "error" in reply:
             raise Verdict("COMPILE_ERROR", f"{_first_line(reply['error'])} "
                           "(importing the candidate)", str(reply.get("traceback", ""))[-4000:])
-        return shrunk
 
     def build(self, slot: str, seed: int) -> None:
-        reply, tensors = self._ref({"op": "init_args"})
+        reply, tensors = self._ref({"op": "init_args"}, worker=self.problem)
         args = reply["args"]
         self._ref({"op": "build", "slot": slot, "seed": seed, "args": args}, tensors)
         self._cand({"op": "build", "slot": slot, "seed": seed, "args": args}, tensors)
 
     def inputs(self) -> tuple[list, list[Tensor]]:
-        reply, tensors = self._ref({"op": "inputs", "seed": self.seed()})
+        reply, tensors = self._ref({"op": "inputs", "seed": self.seed()}, worker=self.problem)
         return reply["args"], tensors
 
     def call_reference(self, slot: str, args, tensors) -> Call:
@@ -350,8 +360,9 @@ def cross_check(ref: Samples, cand: Samples) -> TimingResult:
                         list(cand.parent), list(cand.worker))
 
 
-def speedup_lower_bound(ref: list[float], new: list[float], alpha: float = 0.01) -> float:
-    """One-sided (1 - alpha) lower confidence bound on the median of the paired ratios
+def speedup_lower_bound(ref: list[float], new: list[float], alpha: float = 0.001) -> float:
+    """One-sided (1 - alpha) lower confidence bound (99.9%: a busy machine's bursts are not
+    quite exchangeable noise) on the median of the paired ratios
     ref_i / new_i (a sign test: distribution-free). 0 when the rounds are too few to bound it,
     so a speedup is called "faster" only when the measurements show it, not the noise."""
     ratios = sorted(r / n for r, n in zip(ref, new) if n > 0)

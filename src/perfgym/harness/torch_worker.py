@@ -1,10 +1,12 @@
 """perfgym's worker for PyTorch/Triton/CUDA tasks (runs in the sandbox, driven by the parent).
 
-    python torch_worker.py reference|candidate CMD_FD REPLY_FD [options.json]
+    python torch_worker.py problem|reference|candidate CMD_FD REPLY_FD [options.json]
 
-Two of these run per evaluation, each in its own sandboxed process: the *reference* worker
-imports only the task's problem file (it makes inputs from seeds the parent keeps secret, and
-runs Model); the *candidate* worker imports only the candidate (it runs ModelNew). The parent
+Three of these run per evaluation, each in its own sandboxed process: the *problem* worker
+imports the task's problem file and makes inputs from seeds the parent keeps secret; the
+*reference* worker runs Model; the *candidate* worker imports only the candidate and runs
+ModelNew. The reference and candidate workers do exactly the same work between calls (input
+making would leave one of them in a different state), and are timed alike. The parent
 sends commands on CMD_FD and reads replies on REPLY_FD; it compares outputs and times calls
 with its own clock. Nothing here decides a verdict: in the candidate's process this code is as
 compromised as the candidate itself, and the parent treats every reply as a claim to check.
@@ -215,17 +217,23 @@ def main():
     log = LaunchLog("perfgym_candidate")
     module = None
     try:
-        if role == "reference":
+        if role == "problem":  # makes inputs; shrinks the problem and measures it first
             module = load("problem.py", "perfgym_problem")
             if options.get("input_budget"):
                 options["shrunk"] = shrink(module, options["input_budget"])
+            ready = {"shrunk": options.get("shrunk", {}), "footprint": footprint(module)}
+        elif role == "reference":  # runs Model, at the sizes the problem worker chose
+            module = load("problem.py", "perfgym_problem")
+            for k, v in options.get("sizes", {}).items():
+                setattr(module, k, type(getattr(module, k))(v))
+            ready = {}
         else:
             log.install()
             module = load("candidate.py", "perfgym_candidate")
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate defines no ModelNew")
-        send(reply_fd, {"ready": True, "shrunk": options.get("shrunk", {}),
-                        "footprint": footprint(module) if role == "reference" else None})
+            ready = {}
+        send(reply_fd, {"ready": True, **ready})
     except BaseException as exc:
         send(reply_fd, {"error": f"{type(exc).__name__}: {exc}", "stage": "import",
                         "traceback": traceback.format_exc()[-4000:]})
@@ -239,11 +247,11 @@ def main():
         try:
             if op == "quit":
                 return
-            if op == "init_args":  # reference only: the constructor's arguments
+            if op == "init_args":  # problem only: the constructor's arguments
                 out = []
                 args = encode(list(module.get_init_inputs()), out)
                 send(reply_fd, {"args": args}, out)
-            elif op == "inputs":  # reference only: one input set from a seed the parent chose
+            elif op == "inputs":  # problem only: one input set from a seed the parent chose
                 torch.manual_seed(header["seed"])
                 out = []
                 args = encode(list(module.get_inputs()), out)
