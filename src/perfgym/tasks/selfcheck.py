@@ -1,7 +1,7 @@
 """Check a suite of KernelBench-format problems against itself: each problem's reference, renamed
 to ModelNew, is scored as the candidate. Every problem must load and pass, and no copy may be
 called faster than its original: its speedup is 1x within the measured noise, and the "faster"
-verdict needs the 99% lower bound of the paired speedup above 1 (Outcome.speedup_low)."""
+verdict needs the 99.9% lower bound of the paired speedup above 1 (Outcome.speedup_low)."""
 from __future__ import annotations
 
 import re
