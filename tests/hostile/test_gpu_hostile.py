@@ -49,11 +49,12 @@ def test_plain_pytorch_candidate_on_the_cpu():
     assert o.ok and o.speedup > 0
 
 
-def test_precision_downcast_is_flagged_not_failed():
+def test_precision_downcast_is_flagged_and_judged_at_the_references_dtype():
     task = get_task("relu")
     code = task.expert.read_text().replace("x = x.contiguous()", "x = x.half().float()")
     o = evaluate(task, code, None, QUICK)
-    assert o.ok and "precision_downcast" in o.flags
+    assert o.status is Status.WRONG_ANSWER and "rtol 0.0001" in o.message, o.message
+    assert "precision_downcast" in o.flags
 
 
 def test_weighted_reward_and_fast_p_over_the_gpu_suite():
