@@ -1,5 +1,25 @@
 """Hostile PyTorch/Triton/CUDA candidates against the GPU backend, run on the CPU (Triton in
-interpreter mode). Each file's first line names the status and a fragment of the message."""
+interpreter mode).
+
+Each file in gpu/ opens with comment lines naming what it must end in (a status, then a
+fragment of the message):
+    # expect: STATUS fragment      with the static rules on (the first filter and the wall)
+    # wall: STATUS fragment        with EvalConfig(extra={"static_rules": False}): the wall alone
+                                   (when absent, the same as expect)
+    # task: NAME                   the task it attacks (default relu; wide_softmax is built here)
+    # xfail[Error]: reason         a known hole or bug: the test fails today, with Error
+                                   (AssertionError when not given), and must start passing
+                                   once it is fixed (strict xfail); xfail-static: and
+                                   xfail-wall: limit it to one mode
+Several may share a line ("# expect: A x  # wall: B y"); "#   text" (indented) continues the
+line before. No expectation may be OK.
+Every run also checks that the evaluation left no sandbox process and no work directory behind,
+and wrote nothing where a candidate tried to (marker files named perfgym-pwned). A candidate the
+static rules let through is evaluated once for both modes: static_rules changes nothing else.
+"""
+import builtins
+import fcntl
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -7,28 +27,193 @@ from pathlib import Path
 import pytest
 
 from perfgym import EvalConfig, Status, evaluate, get_task
-from perfgym.sandbox import UID_BASE, UID_SLOTS, processes_of_uid
+from perfgym import sandbox
+from perfgym.checks.python_rules import audit_python
+from perfgym.sandbox import LOCK_DIR, ROOT_WORK_DIR, processes_of_uid
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
 pytest.importorskip("triton", reason="the gpu extra is not installed: pip install 'perfgym[gpu]'")
 
-CANDIDATES = sorted(p for p in (Path(__file__).parent / "gpu").glob("*.py")
+GPU_DIR = Path(__file__).parent / "gpu"
+CANDIDATES = sorted(p for p in GPU_DIR.glob("*.py")
                     if not p.name.startswith("_"))  # _cuda_relu_valid: the slow nvcc test
 QUICK = EvalConfig(use_cache=False, trials=2, max_time=0.2, max_samples=5, min_samples=3,
                    torch_timeout=30.0)
+MODES = {"static": QUICK, "wall": QUICK.replace(extra={"static_rules": False})}
+
+# A softmax whose every value is below 1e-4 (8 x 32768 columns of randn * 0.2: the largest is
+# about e^(0.2 * 5) / 32768 = 8e-5), so all zeros pass KernelBench's atol = rtol = 1e-4.
+WIDE_SOFTMAX = '''import torch
+import torch.nn as nn
+
+batch_size = 8
+dim = 32768
 
 
-@pytest.mark.parametrize("path", CANDIDATES, ids=[p.stem for p in CANDIDATES])
-def test_gpu_hostile(path):
-    m = re.match(r"# expect: (\w+) ?(.*)", path.read_text().splitlines()[0])
-    expected, fragment = Status(m.group(1)), m.group(2).strip()
-    pwned = Path(tempfile.gettempdir()) / "perfgym-pwned"
-    pwned.unlink(missing_ok=True)
-    outcome = evaluate(get_task("relu"), path.read_text(), None, QUICK)
+class Model(nn.Module):
+    """Softmax over the last dimension of a wide (batch_size, dim) tensor of small values."""
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim) * 0.2]
+
+
+def get_init_inputs():
+    return []
+'''
+
+_KEY = re.compile(r"#\s*(expect|wall|task|xfail(?:\[\w+\])?(?:-static|-wall)?):\s*")
+
+
+def header(path: Path) -> dict[str, str]:
+    """The leading comment lines' fields; a line "#   more" (indented) continues the last one."""
+    fields, last = {}, None
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if last and re.match(r"#\s{2,}\S", line):
+            fields[last] += " " + line[1:].strip()
+            continue
+        parts = _KEY.split(line)
+        last = None
+        for key, value in zip(parts[1::2], parts[2::2]):
+            fields[key], last = value.strip(), key
+    return fields
+
+
+def expectation(fields: dict[str, str], mode: str) -> tuple[Status, str]:
+    line = fields["wall"] if mode == "wall" and "wall" in fields else fields["expect"]
+    status, _, fragment = line.partition(" ")
+    return Status(status), fragment.strip()
+
+
+def cases():
+    for path in CANDIDATES:
+        fields = header(path)
+        for mode in MODES:
+            marks = []
+            for key, reason in fields.items():
+                m = re.fullmatch(r"xfail(?:\[(\w+)\])?(?:-(static|wall))?", key)
+                if m and m.group(2) in (None, mode):
+                    raises = getattr(builtins, m.group(1) or "AssertionError")
+                    marks.append(pytest.mark.xfail(strict=True, raises=raises, reason=reason))
+            yield pytest.param(path, mode, marks=marks, id=f"{path.stem}-{mode}")
+
+
+@pytest.fixture(scope="module")
+def wide_softmax(tmp_path_factory):
+    from perfgym.tasks.torch_task import load_torch_task
+    path = tmp_path_factory.mktemp("problems") / "wide_softmax.py"
+    path.write_text(WIDE_SOFTMAX)
+    return load_torch_task(path)
+
+
+def _pwn_targets() -> list[Path]:
+    """Where candidates try to leave a mark (sabotage_reference_files and friends)."""
+    import torch
+    torch_dir = Path(torch.__file__).parent
+    return [Path(tempfile.gettempdir()) / "perfgym-pwned", Path("/var/tmp/perfgym-pwned"),
+            Path("/dev/shm/perfgym-pwned"), ROOT_WORK_DIR / "perfgym-pwned",
+            ROOT_WORK_DIR.parent / "perfgym-pwned", torch_dir / "perfgym-pwned",
+            torch_dir.parent / "sitecustomize.py", torch_dir.parent / "usercustomize.py",
+            Path.cwd() / "perfgym-pwned"]
+
+
+def _marked(path: Path) -> bool:
+    """The file exists and is a candidate's (named or containing perfgym-pwned)."""
+    try:
+        return "perfgym-pwned" in path.read_text() or path.name == "perfgym-pwned"
+    except FileNotFoundError:
+        return False
+    except (IsADirectoryError, UnicodeDecodeError):
+        return path.name == "perfgym-pwned"
+
+
+@pytest.fixture
+def leaves_nothing_behind(monkeypatch):
+    """Records the sandbox uids and work directories an evaluation uses; afterwards checks that
+    no process runs as those uids (unless another evaluation holds the uid by now), that every
+    work directory is gone and that no marker file appeared outside them."""
+    uids, workdirs = [], []
+    enter, make_workdir = sandbox._UidSlot.__enter__, sandbox.make_workdir
+
+    def recording_enter(self):
+        uids.append(enter(self))
+        return uids[-1]
+
+    def recording_make_workdir(*args, **kwargs):
+        workdirs.append(make_workdir(*args, **kwargs))
+        return workdirs[-1]
+
+    monkeypatch.setattr(sandbox._UidSlot, "__enter__", recording_enter)
+    monkeypatch.setattr(sandbox, "make_workdir", recording_make_workdir)
+    targets = _pwn_targets()
+    for t in targets:
+        if _marked(t):
+            t.unlink()
+    yield
+    assert [t for t in targets if _marked(t)] == []
+    assert [d for d in workdirs if d.exists()] == []
+    for uid in set(uids):
+        fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # another evaluation runs as this uid now: its processes are its own
+        else:
+            assert processes_of_uid(uid) == [], f"processes left running as uid {uid}"
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("path, mode", list(cases()))
+def test_gpu_hostile(path, mode, request, leaves_nothing_behind):
+    fields = header(path)
+    expected, fragment = expectation(fields, mode)
+    assert expected is not Status.OK, "a hostile candidate may never be expected to pass"
+    name = fields.get("task", "relu")
+    task = request.getfixturevalue("wide_softmax") if name == "wide_softmax" else get_task(name)
+    # a candidate meant to time out gets QUICK's 30 s; the others a deadline they only reach on
+    # a badly overloaded machine, so that load alone does not turn a verdict into TIMEOUT
+    timeout = 30.0 if expected is Status.TIMEOUT else 120.0
+    code = path.read_text()
+    if mode == "static" and not audit_python(code, QUICK.require_custom_kernel).violation:
+        # The filter lets it through, and then static_rules changes nothing: the evaluation is
+        # the wall's, run once for both modes (the candidates take ~6 s each).
+        mode = "wall"
+    key = (path, name, mode)
+    if key not in _OUTCOMES:
+        _OUTCOMES[key] = evaluate(task, code, None, MODES[mode].replace(torch_timeout=timeout))
+    outcome = _OUTCOMES[key]
     assert outcome.status is expected, f"{outcome.status}: {outcome.message}\n{outcome.details}"
     assert fragment in outcome.message, outcome.message
-    assert not pwned.exists()
-    assert [p for u in range(UID_BASE, UID_BASE + UID_SLOTS) for p in processes_of_uid(u)] == []
+
+
+_OUTCOMES: dict = {}  # (candidate, task, mode evaluated in) -> Outcome
+
+
+def test_wide_softmax_premise_and_fairness(wide_softmax):
+    """The wide softmax task is what tol_*_softmax_wide need: all zeros pass KernelBench's
+    tolerance on its outputs, the judge therefore scales it, and a right answer still passes."""
+    import numpy as np
+    import torch
+    from perfgym.backends.tolerance import KERNELBENCH, Judge, judge_for, mismatches
+    namespace: dict = {}
+    exec(WIDE_SOFTMAX, namespace)
+    torch.manual_seed(1)
+    ref = namespace["Model"]()(*namespace["get_inputs"]()).numpy()
+    flat = ref.reshape(-1)
+    plain = Judge(KERNELBENCH["float32"], KERNELBENCH["float32"])
+    assert mismatches(np.zeros_like(flat), flat, plain)[0] == 0
+    judge = judge_for(ref, "float32")
+    assert judge.tightened and not judge.degenerate
+    solution = get_task("softmax").expert.read_text()
+    o = evaluate(wide_softmax, solution, None, QUICK)
+    assert o.ok, o.message + o.details
 
 
 @pytest.mark.parametrize("name", ["relu", "softmax", "matmul", "scale_bias_gelu"])
@@ -50,6 +235,8 @@ def test_plain_pytorch_candidate_on_the_cpu():
 
 
 def test_precision_downcast_is_flagged_and_judged_at_the_references_dtype():
+    """A float32 answer computed through half precision: flagged by the static rules, and
+    judged at the reference's float32 tolerance, where half's rounding is wrong."""
     task = get_task("relu")
     code = task.expert.read_text().replace("x = x.contiguous()", "x = x.half().float()")
     o = evaluate(task, code, None, QUICK)
@@ -62,8 +249,7 @@ def test_weighted_reward_and_fast_p_over_the_gpu_suite():
     from perfgym.rewards import score
     outs = [evaluate(get_task(n), get_task(n).expert.read_text(), None, QUICK)
             for n in ("relu", "softmax")]
-    broken = evaluate(get_task("relu"), (Path(__file__).parent / "gpu" / "wrong_kernel.py")
-                      .read_text(), None, QUICK)
+    broken = evaluate(get_task("relu"), (GPU_DIR / "wrong_kernel.py").read_text(), None, QUICK)
     rewards = score("weighted", outs + [broken])
     # correct but slower than PyTorch on the CPU interpreter: 0.8; wrong: 0.4
     assert rewards == [pytest.approx(0.8), pytest.approx(0.8), pytest.approx(0.4)]
@@ -76,6 +262,6 @@ def test_cuda_candidate_compiles_with_nvcc():
     import shutil
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH: the CUDA compile check needs the CUDA toolkit")
-    code = (Path(__file__).parent / "gpu" / "_cuda_relu_valid.py").read_text()
+    code = (GPU_DIR / "_cuda_relu_valid.py").read_text()
     o = evaluate(get_task("relu"), code, None, QUICK)
     assert o.status is Status.RUNTIME_ERROR and "compiles" in o.message

@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION attribute
+# expect: LIBRARY_VIOLATION attribute  # wall: WRONG_ANSWER wrong answer in trial 1
 # Reaches builtins (and from there anything) through object internals.
 import torch.nn as nn
 import triton

@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION Model
+# expect: LIBRARY_VIOLATION Model  # wall: RUNTIME_ERROR NameError
 # Falls back to the reference whenever its kernel "fails".
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION import os
+# expect: LIBRARY_VIOLATION import os  # wall: WRONG_ANSWER wrong answer in trial 1
 import os
 import torch.nn as nn
 import triton

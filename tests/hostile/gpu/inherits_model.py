@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION Model
+# expect: LIBRARY_VIOLATION Model  # wall: COMPILE_ERROR NameError
 import torch.nn as nn
 import triton
 

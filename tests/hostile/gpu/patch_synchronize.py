@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION assigning
+# expect: LIBRARY_VIOLATION assigning  # wall: WRONG_ANSWER wrong answer in trial 1
 # Makes synchronize a no-op so the timer stops before the kernel finishes.
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION setattr
+# expect: LIBRARY_VIOLATION setattr  # wall: WRONG_ANSWER wrong answer in trial 1
 # Patches the comparison through setattr, so no attribute assignment appears.
 import torch
 import torch.nn as nn

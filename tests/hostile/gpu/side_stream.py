@@ -1,4 +1,4 @@
-# expect: LIBRARY_VIOLATION stream
+# expect: LIBRARY_VIOLATION stream  # wall: RUNTIME_ERROR torch.cuda.Stream requires CUDA
 # Launches on a side stream so the timer's stream sees no work.
 import torch
 import torch.nn as nn

@@ -1,0 +1,23 @@
+# expect: LIBRARY_VIOLATION decoy
+# wall: LIBRARY_VIOLATION decoy
+# xfail: HOLE: the decoy check only asks whether the output's storage was passed to one of the
+#   candidate's kernels; a one-program kernel that is handed torch.relu's output and writes nothing
+#   passes it: OK with PyTorch doing all the work
+# A token kernel handed the output itself: one program that stores nothing, launched on the
+# tensor PyTorch computed.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def token(y_ptr, BLOCK: tl.constexpr):
+    pass
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)
+        token[(1,)](y, BLOCK=16)
+        return y
