@@ -172,8 +172,8 @@ class Worker:
         self._read_into(memoryview(raw))
         try:
             header = json.loads(raw)
-        except ValueError:
-            raise WorkerDied("a reply that is not JSON") from None
+        except (ValueError, RecursionError):  # a forged header nested deep enough to recurse
+            raise WorkerDied("a reply that is not JSON the parent can read") from None
         if not isinstance(header, dict):
             raise WorkerDied("a reply that is not a JSON object")
         return header

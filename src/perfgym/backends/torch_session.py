@@ -263,7 +263,7 @@ class Session:
                 raise Verdict("WRONG_ANSWER", f"wrong answer on timed call {number} (fresh "
                               "inputs; every timed output is checked): " + _where(
                                   i, want, first, float(got.array().reshape(-1)[first]), bad,
-                                  judge))
+                                  self.judges[i]))
 
 
 def available_memory() -> int:
@@ -300,7 +300,10 @@ def parse_or_die(reply: dict) -> list[Tensor]:
 
 def _seconds(reply: dict) -> float:
     s = reply.get("seconds")
-    return float(s) if isinstance(s, (int, float)) and not isinstance(s, bool) else math.nan
+    try:  # a forged claim may be any JSON: 10**400 overflows a float
+        return float(s) if isinstance(s, (int, float)) and not isinstance(s, bool) else math.nan
+    except OverflowError:
+        return math.inf
 
 
 def _where(i: int, want: Tensor, first: int, value: float, bad: int, judge: Judge) -> str:

@@ -1,7 +1,5 @@
 # expect: WRONG_ANSWER tampering
 # wall: WRONG_ANSWER tampering
-# xfail[OverflowError]: BUG: torch_session._seconds calls float() on any JSON int; a reply claiming
-#   seconds=10**400 raises OverflowError out of evaluate() instead of a tampering verdict
 # Reports a time that is a 401-digit integer (valid JSON) through the wrapped send().
 import torch
 import torch.nn as nn

@@ -1,7 +1,5 @@
 # expect: RUNTIME_ERROR JSON
 # wall: RUNTIME_ERROR JSON
-# xfail[RecursionError]: BUG: Worker.header() catches ValueError from json.loads, but a forged
-#   header nested 100000 deep raises RecursionError, which escapes evaluate() instead of an Outcome
 # Writes a forged reply header at import: valid JSON, 200 kB (under the 1 MiB header cap),
 # nested 100000 arrays deep.
 import torch

@@ -1,7 +1,5 @@
 # expect: WRONG_ANSWER timed call
 # wall: WRONG_ANSWER timed call
-# xfail[NameError]: BUG: Session._check_timed passes an undefined name judge to _where: a wrong
-#   answer on a timed call raises NameError out of evaluate() instead of WRONG_ANSWER
 # Honest for the first three calls of an instance (the correctness trials), then replays its
 # last answer for everything after (the timed calls), where a harness that times without
 # checking would see a replay as the speed of the kernel.
