@@ -1,7 +1,8 @@
 """The evaluation pipeline: (task, model text, size, config) -> Outcome.
 
     extract -> source checks -> stage rules -> build -> object audit -> link     (prepare)
-    run in the sandbox -> verify 4 answers -> timing plausibility -> numbers      (measure)
+    run in the sandbox -> verify 4 answers -> parent's clock cross-check -> timing
+    plausibility -> numbers                                                       (measure)
 
 `prepare` may run in parallel with other builds; `measure` runs in the exclusive benchmark lane.
 `evaluate` does both and consults the cache; executors call the two halves separately.
@@ -30,6 +31,18 @@ from .verify import compare, reference_outputs, sample_points
 
 IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
 # (Strassen-like kernels do fewer FLOPs than the formula counts, so not 1.0)
+
+# The harness's times come from inside the kernel's process; the parent times the same calls by
+# when the harness's markers arrive (see cross_check). A reported median below the parent's by
+# more than both of these is tampering. Honest kernels on a loaded 2-core machine stayed well
+# inside: the parent's median at most 1.39x the harness's, and at most 0.34 ms above it for
+# calls under 5 ms (README, "The hostile suite").
+TAMPER_FACTOR = 2.0
+TAMPER_MARGIN = 1e-3  # seconds
+# How far the reported calls, added up, may run ahead of the parent's clock: by as much as the
+# parent read "@t 0" late. Generous: without real-time priority for the reader that reached
+# 15 ms under load.
+AHEAD_EPSILON = 50e-3  # seconds
 
 _cache: OutcomeCache | None = None
 
@@ -177,8 +190,9 @@ def _measure(p: Prepared) -> Outcome:
         return fail(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
                     f"({format_size(size)})", result.stderr[-2000:])
     if result.output_overflow:
+        printed = [ln for ln in result.stdout.splitlines() if not ln.startswith("@")]
         return fail(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "
-                    "print", result.stdout[:500])
+                    "print", "\n".join(printed)[:500])
     if result.killed_by:
         return fail(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
                     result.stderr[-2000:])
@@ -199,7 +213,15 @@ def _measure(p: Prepared) -> Outcome:
     if verdict_msg:
         return fail(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
 
-    samples = report["samples"]
+    problem, seen = cross_check(report["samples"], result.markers)
+    if problem:
+        return fail(Status.WRONG_ANSWER, f"tampering: {problem}", _seen_summary(seen),
+                    parent_check=seen)
+    # Each call costs what the harness reported or what the parent saw, whichever is more:
+    # work hidden from the harness's clock but inside the slack is still paid for.
+    pairs = list(zip(report["samples"], seen["parent_samples"]))
+    samples = [max(r, p) for r, p in pairs]
+    seen["charged"] = sum(p > r for r, p in pairs)  # calls that cost the parent's figure
     timing = Timing.from_samples(samples, report["warmups"], config.cv_target)
     flops, nbytes = task.flop_count(size), task.byte_count(size)
     gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
@@ -215,7 +237,68 @@ def _measure(p: Prepared) -> Outcome:
                     techniques=p.techniques, timing=timing, gflops=gflops if flops else None,
                     gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
                     fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
-                    bound=roof[1] if roof else None, max_error=max_error)
+                    bound=roof[1] if roof else None, max_error=max_error, parent_check=seen)
+
+
+def cross_check(reported: list[float], markers: list[tuple[float, str]]
+                ) -> tuple[str | None, dict]:
+    """Check the harness's per-call times against the parent's clock. `markers` are the
+    harness's progress lines with their arrival times: "@c 0", then "@c d SECONDS" after dry
+    round d, where a busy wait of SECONDS stood in for the kernel (before any kernel code ran);
+    then "@t 0" and "@t k" after timed call k. The parent's time of call k is the interval
+    before "@t k" less the harness's own work per call: the median over the dry rounds of the
+    interval beyond the stand-in. Returns (what disagreed, or None; the figures)."""
+    fields = [line.split() for _, line in markers]
+    labels = [" ".join(f[:2]) for f in fields]
+    n_dry = sum(label.startswith("@c ") for label in labels) - 1
+    n_timed = sum(label.startswith("@t ") for label in labels) - 1
+    expected = [f"@c {d}" for d in range(n_dry + 1)] + [f"@t {k}" for k in range(n_timed + 1)]
+    try:
+        stand_ins = [float(f[2]) for f in fields[1:n_dry + 1]]
+    except (IndexError, ValueError):
+        stand_ins = []
+    if labels != expected or n_dry < 1 or n_timed < 1 or len(stand_ins) != n_dry:
+        return ("the harness's progress markers to the parent are missing or out of order",
+                {"markers": len(labels), "reported_samples": list(reported)})
+    times = np.array([t for t, _ in markers])
+    overhead = max(0.0, _median(np.diff(times[:n_dry + 1]) - stand_ins))
+    timed = times[n_dry + 1:]
+    parent = [max(0.0, float(i) - overhead) for i in np.diff(timed)]
+    seen = {"overhead": overhead, "reported_median": _median(reported),
+            "parent_median": _median(parent), "reported_samples": list(reported),
+            "parent_samples": parent}
+    if n_timed != len(reported):
+        return (f"the harness reported {len(reported)} timed calls but announced {n_timed} to "
+                "the parent", seen)
+    # Call by call, the reported times cannot add up to more than the parent saw pass from
+    # "@t 0" to "@t k": the calls ran one after another between them.
+    ahead = np.cumsum(reported) - (timed[1:] - timed[0])
+    k = int(np.argmax(ahead))
+    if ahead[k] > AHEAD_EPSILON:
+        return (f"the harness reported {_ms(sum(reported[:k + 1]))} for the first {k + 1} timed "
+                f"calls but the parent saw only {_ms(timed[k + 1] - timed[0])} pass", seen)
+    rep, par = seen["reported_median"], seen["parent_median"]
+    if par > max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN):
+        return (f"the harness reported {_ms(rep)} per call but the parent saw {_ms(par)} "
+                "(medians)", seen)
+    return None, seen
+
+
+def _median(xs) -> float:
+    return float(np.median(xs)) if len(xs) else 0.0
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def _seen_summary(seen: dict) -> str:
+    if "overhead" not in seen:
+        return f"markers seen: {seen['markers']}"
+    return (f"harness: median {_ms(seen['reported_median'])} over "
+            f"{len(seen['reported_samples'])} calls; parent: median {_ms(seen['parent_median'])} "
+            f"over {len(seen['parent_samples'])} calls (each less {_ms(seen['overhead'])} of "
+            "harness work)")
 
 
 def implausible(samples: list[float], run_wall: float, gflops: float | None,

@@ -52,6 +52,11 @@ class RunResult:
     timed_out: bool = False
     output_overflow: bool = False
     killed_by: str | None = None  # signal name when the command died of a signal
+    # (arrival time.monotonic(), line) of each stdout line starting with MARKER: progress
+    # markers timed by the parent's clock, out of the command's reach (the C harness's timed
+    # calls). They stay in stdout too and count against the output cap.
+    markers: list[tuple[float, str]] = field(default_factory=list)
+    MARKER = b"@"
 
     @property
     def ok(self) -> bool:
@@ -264,9 +269,12 @@ def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, st
     total = [0]
     overflow = threading.Event()
     lock = threading.Lock()
+    markers: list[tuple[float, str]] = []
+    partial = bytearray()  # stdout after its last newline
 
     def drain(stream, key: str) -> None:
         while chunk := stream.read1(65536):
+            arrived = time.monotonic()  # before anything else: this is what a marker measures
             with lock:
                 room = limits.output_bytes - len(kept["out"]) - len(kept["err"])
                 if room > 0:
@@ -275,6 +283,27 @@ def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, st
                 if total[0] > limits.output_bytes and not overflow.is_set():
                     overflow.set()
                     _kill_group(proc)
+                if key == "out" and not overflow.is_set():  # (the cap bounds `partial`)
+                    partial.extend(chunk)
+                    *lines, rest = partial.split(b"\n")
+                    had_markers = bool(markers)
+                    markers.extend((arrived, line.decode(errors="replace")) for line in lines
+                                   if line.startswith(RunResult.MARKER))
+                    partial[:] = rest
+                    if markers and not had_markers:
+                        _time_markers_promptly()
+
+    def _time_markers_promptly() -> None:
+        # Markers are timed when this thread reads them, so it must not wait for a CPU behind
+        # other work: real-time priority where allowed (root). And off the first CPU, where
+        # OpenMP binds the command's main thread: preempted there right after writing a marker,
+        # it could lose its CPU to a neighbour for a whole time slice the parent would count.
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        except (OSError, AttributeError):
+            pass
+        if len(cpus := os.sched_getaffinity(0)) > 1:
+            os.sched_setaffinity(0, {max(cpus)})
 
     readers = [threading.Thread(target=drain, args=(proc.stdout, "out"), daemon=True),
                threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
@@ -310,7 +339,8 @@ def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, st
             killed_by = f"signal {-rc}"
     return RunResult(returncode=rc, stdout=kept["out"].decode(errors="replace"),
                      stderr=kept["err"].decode(errors="replace"), wall=wall,
-                     timed_out=timed_out, output_overflow=overflow.is_set(), killed_by=killed_by)
+                     timed_out=timed_out, output_overflow=overflow.is_set(), killed_by=killed_by,
+                     markers=markers)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,4 +1,5 @@
-"""Every hostile candidate must end in the status its first line names, with the host unharmed:
+"""Every hostile candidate must end in the status its first line names (and with message=TEXT,
+a message that contains TEXT), with the host unharmed:
 no process left running as a sandbox uid, no file left outside the work directory, no work
 directory left behind, and the host still evaluating honest kernels."""
 import re
@@ -48,6 +49,7 @@ def test_hostile_candidate(path, dgemm, fast):
     outcome = evaluate(dgemm, path.read_text(), size, config)
 
     assert outcome.status is expected, f"{outcome.status}: {outcome.message}\n{outcome.details}"
+    assert options.get("message", "") in outcome.message  # e.g. message=tampering:
     assert outcome.message  # every failure says why, in one line
     assert "\n" not in outcome.message
     assert sandbox_processes() == []

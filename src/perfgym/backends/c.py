@@ -253,7 +253,7 @@ def run_limits(task: Task, size: dict[str, int], config: EvalConfig) -> sandbox.
         address_space=max(4 << 30, 10 * total + (1 << 30) + config.n_threads * (64 << 20)),
         file_size=max(64 << 20, 2 * total),
         processes=max(64, 4 * config.n_threads),
-        # the harness's progress markers ("@ts 17\n", two per timed call) on top of the cap
+        # the harness's progress markers ("@t 17\n" per timed call, a few more) on top of the cap
         output_bytes=(64 << 10) + 24 * (config.max_samples + 16))
 
 

@@ -22,9 +22,12 @@
  * can reach these statics by pointer arithmetic from its own. So the harness also announces
  * its progress on stdout, one raw write(2) per line, and the parent timestamps each line as it
  * arrives, with its own clock (see evaluate.cross_check):
- *   "@c 0" .. "@c DRY_ROUNDS"  around dry rounds of the work done for each timed call, without
- *                              the kernel, before any kernel code has run (the calibration);
- *   "@t 0" .. "@t n"           before the first timed call and after each one.
+ *   "@c 0", "@c d SECONDS"  before and after each dry round: the work around a timed call, with
+ *                           a busy wait of SECONDS (measured here) in place of the kernel, done
+ *                           before any kernel code has run (the calibration);
+ *   "@t 0", "@t k"          before the first timed call and after each one.
+ * The markers are written after a call, never just before one: waking the parent then would
+ * slow the call it times.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -45,6 +48,7 @@ extern void pg_call(void **arrays, const long long *sizes);
 #define GUARD_FILL 0xFF /* all-ones bytes: NaN for float and double */
 #define EDGE 64         /* bytes checked on the unguarded side of an array */
 #define DRY_ROUNDS 9    /* calibration rounds; the parent takes the median */
+#define STAND_IN 1e-3   /* seconds a dry round waits in place of a kernel call */
 
 typedef struct {
     int is_output, is_float, perturb;
@@ -109,12 +113,20 @@ static void die(const char *what) {
     exit(3);
 }
 
-/* One marker line for the parent, e.g. "@t 17". A single write(2) of a few bytes reaches the
- * pipe whole and at once: no stdio buffer holds it back. */
-static void mark(char kind, int i) {
-    char line[32];
-    int len = snprintf(line, sizeof line, "@%c %d\n", kind, i);
+/* One marker line for the parent, e.g. "@t 17" (with `seconds` >= 0: "@c 3 0.001000042"). A
+ * single write(2) of a few bytes reaches the pipe whole and at once: no stdio buffer holds it. */
+static void mark(char kind, int i, double seconds) {
+    char line[64];
+    int len = seconds < 0 ? snprintf(line, sizeof line, "@%c %d\n", kind, i)
+                          : snprintf(line, sizeof line, "@%c %d %.9f\n", kind, i, seconds);
     if (write(1, line, (size_t)len) != len) die("cannot write a progress marker");
+}
+
+/* A dry round's stand-in for the kernel: busy, like a kernel, long enough that the parent sees
+ * each marker on its own, as it does between timed calls. */
+static void stand_in(void) {
+    double start = now();
+    while (now() - start < STAND_IN) {}
 }
 
 /* Place `bytes` so that it ends as close to a guard page as `align` allows. */
@@ -292,24 +304,26 @@ int main(int argc, char **argv) {
         arm_decoys(decoys);                         \
         t_call = now();                             \
         if (kernel) pg_call(call_args[set], sizes); \
+        else stand_in();                            \
         t_call = now() - t_call;                    \
         check_decoys(decoys, phase);                \
     } while (0)
 #define CALL(set, phase) CALL_IF(1, set, phase)
 
-    /* 0. calibration: what a timed round costs without the kernel, timed by the parent. Runs
-     * before any kernel code, so the kernel cannot slow it down to hide its own time. It mirrors
-     * the timed loop below: perturb, poison, call, check, marker, stop test. */
+    /* 0. calibration: the rounds of the timed loop below (perturb, poison, call, check, marker,
+     * stop test) with a stand-in for the call, whose length goes to the parent in the marker:
+     * what the parent sees beyond it is the harness's own work per call. Runs before any
+     * kernel code, so the kernel can neither stretch it nor rewrite the stand-in's length. */
     double dry[DRY_ROUNDS];
     t_loop = now();
-    mark('c', 0);
+    mark('c', 0, -1);
     for (int d = 0; d < DRY_ROUNDS; d++) {
         perturb_inputs();
         prepare_call(0);
         CALL_IF(0, 0, "dry round:");
         dry[d] = t_call;
         check_call(0, "dry round:", 0);
-        mark('c', d + 1);
+        mark('c', d + 1, t_call);
         volatile double stop_test = (now() - t_loop) + trimmed_cv(dry, d + 1);
         (void)stop_test;
     }
@@ -344,7 +358,7 @@ int main(int argc, char **argv) {
     int chosen = (int)(rng_next() % (uint64_t)s_min);
     int n = 0;
     t_loop = now();
-    mark('t', 0);
+    mark('t', 0, -1);
     for (;;) {
         perturb_inputs();
         prepare_call(0);
@@ -355,7 +369,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < n_arrays; i++)
                 memcpy(arrays[i].snapshot, arrays[i].buf[0], arrays[i].bytes);
         n++;
-        mark('t', n);
+        mark('t', n, -1);
         double spent = now() - t_loop;
         if (n >= s_max) break;
         if (n >= s_min && trimmed_cv(samples, n) <= cv_target) break;
