@@ -1,6 +1,8 @@
 """The PyTorch backend's protocol on the CPU: tolerances, the speedup bound, task faults, the
 KernelBench mode, shrinking, outputs above 1 GiB and a suite's references scored as their own
-candidates. Hostile candidates are in tests/hostile/test_gpu_hostile.py."""
+candidates. Hostile candidates are in tests/hostile/test_gpu_hostile.py. KernelBench's own
+problems are not shipped; `perfgym tasks selfcheck KernelBench/level1` runs them from a local
+checkout."""
 import textwrap
 
 import numpy as np
@@ -151,16 +153,3 @@ def test_every_builtin_reference_passes_as_its_own_candidate_and_is_not_faster()
     rows = selfcheck(paths, QUICK.replace(max_samples=20, min_samples=20, max_time=5))
     assert [r.stage for r in rows] == ["ok"] * len(paths), [(r.problem, r.message) for r in rows]
     assert not any(r.called_faster for r in rows), [(r.problem, r.message) for r in rows]
-
-
-KERNELBENCH = __import__("os").environ.get("PERFGYM_KERNELBENCH")
-
-
-@pytest.mark.skipif(not KERNELBENCH, reason="set PERFGYM_KERNELBENCH to a KernelBench checkout "
-                    "to score its level-1 references as their own candidates")
-def test_kernelbench_level1_references_pass_as_their_own_candidates():
-    from pathlib import Path
-    level1 = sorted((Path(KERNELBENCH) / "KernelBench" / "level1").glob("*.py"))[:10]
-    rows = selfcheck(level1, QUICK.replace(input_budget=1 << 20, max_time=2))
-    assert [r.stage for r in rows] == ["ok"] * len(rows), [(r.problem, r.message) for r in rows]
-    assert not any(r.called_faster for r in rows)

@@ -102,6 +102,7 @@ class Worker:
         argv = [py.executable, "torch_worker.py", role, str(cmd_r), str(reply_w),
                 json.dumps(options)]
         self.result: sandbox.RunResult | None = None
+        self._closed = False
         self._child_ends = [cmd_r, reply_w]
 
         self._proc = None
@@ -202,15 +203,16 @@ class Worker:
         return self.header()
 
     def close(self) -> sandbox.RunResult | None:
+        """Stop the worker (idempotent: a second close must not close a reused fd number)."""
+        if self._closed:
+            return self.result
+        self._closed = True
         try:
             self.send({"op": "quit"})
         except (WorkerDied, WorkerTimeout, OSError):
             pass
-        for fd in (self.cmd, self.reply):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        os.close(self.cmd)
+        os.close(self.reply)
         self._thread.join(timeout=2.0)
         if self._thread.is_alive() and self._proc is not None:
             sandbox._kill_group(self._proc)  # a worker that ignores "quit" is not waited for

@@ -167,6 +167,14 @@ class Session:
         self._record_evidence(reply, len(want))
         return metas
 
+    def require_own_kernels(self, names: list[str]) -> None:
+        """Every call so far says the candidate's own kernels wrote its outputs (a claim from
+        its process: it stops honest shortcuts, not a forger)."""
+        if not all(self.kernel_evidence):
+            raise Verdict("LIBRARY_VIOLATION", "decoy: the output was not written by the "
+                          f"candidate's own kernels ({', '.join(names)}; {self.launches} "
+                          "launches seen); the answer came from PyTorch or library code")
+
     def _record_evidence(self, reply: dict, n: int) -> None:
         wrote = reply.get("own_kernel_wrote")
         ok = isinstance(wrote, list) and len(wrote) == n and all(w is True for w in wrote)
@@ -213,8 +221,8 @@ class Session:
         same_inputs = self.inputs() if self.kernelbench else None
         for _ in range(max(1, policy.warmup_min)):  # untimed: first-call costs on both sides
             args, tensors = same_inputs or self.inputs()
-            self.call_reference("A", args, tensors)
-            self._candidate_call(args, tensors, [])
+            ref = self.call_reference("A", args, tensors)
+            self._candidate_call(args, tensors, ref.outputs)  # sizes held to the reference's
         started = time.monotonic()
         max_samples = 100 if self.kernelbench else policy.max_samples
         min_samples = 100 if self.kernelbench else policy.min_samples
@@ -246,8 +254,7 @@ class Session:
     def _candidate_call(self, args, tensors, like: list[Tensor]) -> Call:
         t0 = time.perf_counter()
         reply = self._cand({"op": "call", "slot": "A", "args": args}, tensors)
-        metas = (self._candidate_metas(reply, like, 0) if like else
-                 parse_or_die(reply))
+        metas = self._candidate_metas(reply, like, 0)
         outs = [self.cand.read(t) for t in metas]
         parent = time.perf_counter() - t0
         return Call(_seconds(reply), parent, outs)
@@ -289,13 +296,6 @@ def check_memory(footprint: dict | None) -> None:
 
 def _first_line(error) -> str:
     return (str(error).splitlines() or ["(no message)"])[0][:300]
-
-
-def parse_or_die(reply: dict) -> list[Tensor]:
-    metas = parse_metas(reply)
-    if sum(t.nbytes for t in metas) > 64 << 30:
-        raise WorkerDied("a reply larger than 64 GiB")
-    return metas
 
 
 def _seconds(reply: dict) -> float:

@@ -116,7 +116,7 @@ def shrink(problem, budget):
     meta device, so nothing is allocated; a factor that breaks the model (sizes that had to
     agree) is not taken."""
     original = {k: v for k, v in vars(problem).items() if not k.startswith("_") and (
-        _is_size(v) or isinstance(v, (tuple, list)) and v and all(type(x) is int for x in v))}
+        type(v) is int or isinstance(v, (tuple, list)) and v and all(type(x) is int for x in v))}
 
     def scaled(v, factor):
         if isinstance(v, (tuple, list)):
@@ -159,10 +159,6 @@ def footprint(problem):
     size = lambda ts: sum(t.numel() * t.element_size() for t in ts  # noqa: E731
                           if isinstance(t, torch.Tensor))
     return {"inputs": size(inputs), "outputs": size(outs)}
-
-
-def _is_size(v):
-    return type(v) is int
 
 
 class LaunchLog:
