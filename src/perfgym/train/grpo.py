@@ -50,6 +50,11 @@ class GRPOSettings:
     loss_type: str = "grpo"
     max_completion_length: int = 1024
     temperature: float = 1.0
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0
+    min_p: float = 0.0  # 0: off
+    # No repetition penalty here: GRPO's loss takes its log-probabilities from the model's own
+    # distribution, and a penalized sampler draws from another one (off-policy samples).
     reward: str = "tiered"  # sqd mode: group_normalized (seed 000 experiment 2)
     opt: str = "O3"
     stage: int | None = None  # fixed mode: stage rules for every prompt
@@ -75,6 +80,8 @@ class GRPOSettings:
             raise ValueError("GRPO needs G (num_generations) of at least 2")
         if self.vllm not in (None, "server", "colocate"):
             raise ValueError("vllm is 'server' or 'colocate' (or unset)")
+        if not (0.0 < self.top_p <= 1.0 and 0.0 <= self.min_p < 1.0 and self.top_k >= 0):
+            raise ValueError("top_p is in (0, 1], min_p in [0, 1), top_k >= 0")
         if self.mode == "sqd" and self.vllm:
             raise ValueError("sqd mode generates in its rollout function with the trained "
                              "model; vLLM generation applies to fixed mode")
@@ -124,6 +131,10 @@ class PerfgymReward:
                 log_metric("perfgym/max_gflops", stats["max_gflops"])
             log_metric("perfgym/max_reward", stats["max_reward"])
             log_metric("perfgym/ok_fraction", stats["statuses"].get("OK", 0) / max(n, 1))
+            log_metric("perfgym/above_floor", stats["above_floor"])
+            log_metric("perfgym/mean_reward", stats["mean_reward"])
+            if stats["median_gflops"] is not None:
+                log_metric("perfgym/median_gflops", stats["median_gflops"])
             for status in Status:  # the status mix, every step, as shares
                 log_metric(f"perfgym/status/{status.value}",
                            stats["statuses"].get(status.value, 0) / max(n, 1))
@@ -131,12 +142,22 @@ class PerfgymReward:
         return rewards
 
 
+# The reward floor: an answer with no usable kernel in it. Anything past extraction and the
+# source rules is "above the floor" (it reached the compiler), whatever the scheme pays for it.
+FLOOR_STATUSES = {Status.FORMAT_ERROR, Status.LIBRARY_VIOLATION, Status.STAGE_VIOLATION}
+
+
 def step_stats(step: int, outcomes: list[Outcome], rewards: list[float]) -> dict[str, Any]:
-    rates = [o.gflops for o in outcomes if o.ok and o.gflops]
-    return {"step": step, "completions": len(outcomes),
+    rates = sorted(o.gflops for o in outcomes if o.ok and o.gflops)
+    n = len(outcomes)
+    return {"step": step, "completions": n,
             "mean_reward": sum(rewards) / len(rewards) if rewards else None,
             "max_reward": max(rewards) if rewards else None,
-            "max_gflops": max(rates) if rates else None,
+            "max_gflops": rates[-1] if rates else None,
+            "median_gflops": rates[len(rates) // 2] if rates else None,
+            # GFLOP/s per sample with failures as 0: the learning curve's positive measure
+            "mean_gflops": sum(rates) / n if n else None,
+            "above_floor": sum(o.status not in FLOOR_STATUSES for o in outcomes) / max(n, 1),
             "statuses": dict(Counter(o.status.value for o in outcomes))}
 
 
@@ -258,7 +279,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         num_generations=settings.G, learning_rate=settings.learning_rate, beta=settings.beta,
         epsilon=settings.epsilon, loss_type=settings.loss_type,
         max_completion_length=settings.max_completion_length,
-        temperature=settings.temperature, logging_steps=settings.logging_steps,
+        temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
+        min_p=settings.min_p or None, logging_steps=settings.logging_steps,
         save_steps=settings.save_steps, seed=settings.seed, report_to=report_to,
         use_vllm=settings.vllm is not None,
         vllm_mode=settings.vllm or "colocate", vllm_server_base_url=settings.vllm_server_url,

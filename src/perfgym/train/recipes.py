@@ -44,9 +44,10 @@ def load(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"recipe {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"recipe {path}: not valid TOML: {exc}") from None
-    unknown = set(recipe) - {"pairs", "sft", "grpo"}
+    unknown = set(recipe) - {"pairs", "data", "sft", "grpo", "curve"}
     if unknown or not recipe:
-        raise ValueError(f"recipe {path}: sections are [pairs], [sft], [grpo]; got "
+        raise ValueError(f"recipe {path}: sections are [pairs] or [data], [sft], [grpo] "
+                         f"(and [curve] for benchmarks/learning_curve.py); got "
                          f"{', '.join(sorted(recipe)) or 'none'}")
     return recipe
 
@@ -61,23 +62,61 @@ def _settings(cls, values: dict[str, Any], where: str):
                   for k, v in values.items()})
 
 
+def apply_overrides(recipe: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> None:
+    """Command-line values (`--grpo-steps 4`) over the recipe's, section by section."""
+    for section, values in overrides.items():
+        values = {k: v for k, v in values.items() if v is not None}
+        if values:
+            if section not in recipe:
+                raise ValueError(f"the recipe has no [{section}] section for "
+                                 f"{', '.join(sorted(values))}")
+            recipe[section].update(values)
+
+
+def build_sft_data(data: dict[str, Any], out: Path) -> Path:
+    """[data]: SFT examples from a task's verified kernels, in the form GRPO asks for."""
+    from ..machine import machine_info
+    from ..tasks import get_task
+    from .sft_data import build_examples, write_examples
+    unknown = set(data) - {"task", "threads", "max_chars", "opt"}
+    if unknown:
+        raise ValueError(f"[data] has unknown keys: {', '.join(sorted(unknown))}")
+    config = EvalConfig(threads=data.get("threads"), opt=data.get("opt", "O3"))
+    records, skipped = build_examples(get_task(data.get("task", "dgemm")), machine_info(),
+                                      config, max_chars=data.get("max_chars"))
+    if not records:
+        raise ValueError(f"[data]: no kernel of task {data.get('task')} verified: {skipped}")
+    path = out / "sft_data.jsonl"
+    write_examples(path, records)
+    return path
+
+
 def run(path: str | Path, model_path: str | None, output_dir: str | Path,
-        smoke: bool = False) -> dict[str, Any]:
+        smoke: bool = False, overrides: dict[str, dict[str, Any]] | None = None,
+        stages: tuple[str, ...] = ("pairs", "data", "sft", "grpo")) -> dict[str, Any]:
     recipe = load(path)
+    apply_overrides(recipe, overrides or {})
+    recipe = {k: v for k, v in recipe.items() if k in stages}
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if model_path is None:
-        if not smoke:
-            raise ValueError("a recipe needs --model-path (or --smoke for the tiny local model)")
+    if model_path is None and smoke:
         from .tiny import build_tiny_model
         model_path = str(build_tiny_model(out / "tiny-model"))
+    from ..models import resolve_model
+    model_path = str(resolve_model(model_path))  # none given: the default model
     results: dict[str, Any] = {"model_path": model_path}
+    sft_data = None
+    if "data" in recipe:
+        progress("building SFT examples from the task's verified kernels")
+        sft_data = build_sft_data(recipe["data"], out)
+        results["data"] = str(sft_data)
 
     if "pairs" in recipe:
         p = recipe["pairs"]
         if p.get("source", "starter") != "starter":
             raise ValueError("[pairs] source: only 'starter' is built in; point [sft] pairs at a "
                              "JSONL of your own instead")
+        progress("filtering the starter pairs by running them (a few minutes)")
         pairs = starter_set()[:4] if smoke else starter_set()
         kept, dropped = filter_pairs(pairs, EvalConfig(**(SMOKE_GRPO["eval_overrides"]
                                                           if smoke else {})))
@@ -88,7 +127,8 @@ def run(path: str | Path, model_path: str | None, output_dir: str | Path,
                             "train": len(train_pairs), "test": len(test_pairs)}
 
     if "sft" in recipe:
-        values = {"pairs": str(out / "pairs_train.jsonl"), **recipe["sft"],
+        progress("SFT")
+        values = {"pairs": str(sft_data or out / "pairs_train.jsonl"), **recipe["sft"],
                   "model_path": model_path, "output_dir": str(out / "sft")}
         if smoke:
             values.update(SMOKE_SFT)
@@ -98,6 +138,7 @@ def run(path: str | Path, model_path: str | None, output_dir: str | Path,
         results["sft"] = model_path
 
     if "grpo" in recipe:
+        progress("GRPO")
         values = {**recipe["grpo"], "model_path": model_path, "output_dir": str(out / "grpo")}
         if smoke:
             values.update(SMOKE_GRPO)
@@ -106,3 +147,8 @@ def run(path: str | Path, model_path: str | None, output_dir: str | Path,
                            "completions": len(run_.reward.seen),
                            "last": run_.reward.step_stats[-1] if run_.reward.step_stats else None}
     return results
+
+
+def progress(stage: str) -> None:
+    import sys
+    print(f"[recipe] {stage}", file=sys.stderr, flush=True)
