@@ -25,8 +25,50 @@ def test_format_errors(dgemm):
         extract_code(DEF.replace("int K", "long K"), dgemm.signature)
     with pytest.raises(FormatError):  # declaration only
         extract_code(DEF.replace(NAIVE_BODY, ";"), dgemm.signature)
+
+
+# Near-misses a reviewer would accept (seen from SmolLM2-135M): credited, then compiled,
+# verified and timed like any answer.
+
+def test_unclosed_last_block_is_taken(dgemm):
+    assert extract_code("```c\n" + DEF, dgemm.signature).strip() == DEF
+    # the answer ran out of tokens after a complete function
+    assert extract_code("Sure!\n```C\n" + DEF + "\n// more to say", dgemm.signature).startswith(DEF)
+    # a closed draft, then a final version whose fence never closed: the final one wins
+    draft = DEF.replace("A[0]", "A[1]")
+    assert extract_code(f"```c\n{draft}\n```\nbetter:\n```c\n{DEF}\n", dgemm.signature
+                        ).strip() == DEF
+
+
+def test_unclosed_block_must_still_define_the_entry(dgemm):
     with pytest.raises(FormatError):
-        extract_code("```c\n" + DEF, dgemm.signature)
+        extract_code("```c\n#include <arm_neon.h> <arm_sve.h> #include <arm_neon.h>",
+                     dgemm.signature)
+    with pytest.raises(FormatError):  # a closed non-C block, then an unclosed one cut mid-body
+        extract_code("```bash\ngcc\n```\n```c\nvoid matmul_optimized(double *A, double",
+                     dgemm.signature)
+
+
+def test_the_entrys_parameters_under_another_name_are_renamed(dgemm):
+    other = DEF.replace("matmul_optimized", "matmul")
+    code = extract_code(f"```c\n{other}\n```", dgemm.signature)
+    assert defines_entry(code, dgemm.signature) and "matmul(" not in code
+    recursive = ("void mm(double *A, double *B, double *C, int M, int N, int K) "
+                 "{ if (M > 1) mm(A, B, C, M - 1, N, K); C[0] = 1; }")
+    assert extract_code(recursive, dgemm.signature).count("matmul_optimized(") == 2
+
+
+def test_renaming_needs_exactly_one_matching_public_function(dgemm):
+    sig = dgemm.signature
+    params = "(double *A, double *B, double *C, int M, int N, int K) { C[0] = 0; }"
+    for answer in (f"void a{params}\nvoid b{params}",  # two candidates: which one?
+                   f"static void a{params}",  # a helper, not an entry
+                   f"int a{params}",  # another return type
+                   "void a(double *A, double *B, double *C, int M, int N) { C[0] = 0; }",
+                   # the entry's name is taken (declared) by something else
+                   f"void matmul_optimized(int x);\nvoid a{params}"):
+        with pytest.raises(FormatError):
+            extract_code(f"```c\n{answer}\n```", sig)
 
 
 def test_qualifiers_are_accepted(dgemm):

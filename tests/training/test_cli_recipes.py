@@ -20,8 +20,9 @@ def perfgym(*args, cwd=None):
                                                    "TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
-def test_three_recipes_are_shipped():
-    assert RECIPES == ["seed000_exp1_fixed", "seed000_exp2_sqd", "seed001_sft_then_grpo"]
+def test_four_recipes_are_shipped():
+    assert RECIPES == ["cpu_learning_curve", "seed000_exp1_fixed", "seed000_exp2_sqd",
+                       "seed001_sft_then_grpo"]
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -33,6 +34,11 @@ def test_recipe_smoke(recipe, tmp_path):
     assert result["grpo"]["completions"] == 4  # 2 steps x 1 prompt x G=2
     store = tmp_path / "grpo" / "run.sqlite"
     assert store.is_file()
+    if "data" in result:  # SFT examples: chat turns with verified kernels
+        records = [json.loads(x) for x in Path(result["data"]).read_text().splitlines()]
+        assert records and all(r["completion"][0]["content"].startswith("```c\n")
+                               for r in records)
+        assert (tmp_path / "sft" / "merged" / "config.json").is_file()
     if "pairs" in result:
         assert result["pairs"]["train"] + result["pairs"]["test"] == result["pairs"]["kept"]
         assert (tmp_path / "sft" / "merged" / "config.json").is_file()
@@ -43,10 +49,23 @@ def test_recipe_errors(tmp_path):
     bad.write_text("[grpo]\nnot_a_field = 1\n")
     r = perfgym("train", "recipe", str(bad), "--smoke", "--output-dir", str(tmp_path / "o"))
     assert r.returncode == 2 and "not_a_field" in r.stderr and "Traceback" not in r.stderr
-    r = perfgym("train", "recipe", RECIPES[0], "--output-dir", str(tmp_path / "o"))
-    assert r.returncode == 2 and "--model-path" in r.stderr
+    r = perfgym("train", "recipe", RECIPES[0], "--output-dir", str(tmp_path / "o"),
+                "--model-path", str(tmp_path / "nowhere"))
+    assert r.returncode == 2 and "nowhere" in r.stderr and "Traceback" not in r.stderr
+    r = perfgym("train", "recipe", "seed000_exp1_fixed", "--sft-steps", "3", "--smoke",
+                "--output-dir", str(tmp_path / "o2"))
+    assert r.returncode == 2 and "no [sft] section" in r.stderr
     r = perfgym("train", "recipe", "no_such_recipe", "--smoke", "--output-dir", str(tmp_path))
     assert r.returncode == 2 and "seed000_exp1_fixed" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_recipe_flags_override_the_recipe(tmp_path):
+    pytest.importorskip("trl", reason="the train extra is not installed")
+    r = perfgym("train", "recipe", "seed000_exp1_fixed", "--smoke", "--steps", "1", "--G", "3",
+                "--output-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["grpo"]["completions"] == 3 and result["grpo"]["steps"] == 1
 
 
 def test_pairs_commands(tmp_path):

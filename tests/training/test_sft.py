@@ -40,4 +40,6 @@ def test_pair_becomes_prompt_and_completion():
     from perfgym.train.pairs import Pair
     from perfgym.train.sft import example
     ex = example(Pair("bench", "f.c", "tiled", "void slow(){}", "void fast(){}"))
-    assert "void slow(){}" in ex["prompt"] and ex["completion"] == "```c\nvoid fast(){}\n```"
+    # chat turns, so TRL wraps them in the chat template the policies and GRPO use
+    assert ex["prompt"][0]["role"] == "user" and "void slow(){}" in ex["prompt"][0]["content"]
+    assert ex["completion"] == [{"role": "assistant", "content": "```c\nvoid fast(){}\n```"}]

@@ -2,7 +2,10 @@
 
 Requests run concurrently up to a limit; 429 and 5xx answers and timeouts are retried with
 exponential backoff (the SDK's own retries are off so the policy is explicit). When a server
-returns fewer than n choices (some ignore `n`), the rest are asked for one at a time.
+returns fewer than n choices (some ignore `n`), the rest are asked for at once, one request
+each, within the same concurrency limit. A request the server refuses (a 400: a prompt past the
+context, a parameter it rejects) fails only its own candidates: they get an answer that says so
+and score as a format error; the run goes on.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ class OpenAIPolicy:
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.concurrency, self.max_retries, self.timeout = concurrency, max_retries, timeout
         self.system_prompt = system_prompt
+        self.extras_refused = False  # the server rejected top_k/min_p/repetition_penalty once
 
     def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
         return asyncio.run(self._generate_all(prompts, n, sampling))
@@ -51,8 +55,12 @@ class OpenAIPolicy:
     async def _one_prompt(self, client, limit, prompt: str, n: int,
                           sampling: dict[str, Any]) -> list[str]:
         texts = await self._request(client, limit, prompt, n, sampling)
-        while len(texts) < n:
-            texts += await self._request(client, limit, prompt, 1, sampling)
+        while len(texts) < n:  # the server ignored n: the rest concurrently, one each
+            more = await asyncio.gather(*(self._request(client, limit, prompt, 1, sampling)
+                                          for _ in range(n - len(texts))))
+            if not any(more):
+                raise PolicyError(f"{self.base_url or 'the API'} returned no choices")
+            texts += [t for batch in more for t in batch]
         return texts[:n]
 
     async def _request(self, client, limit, prompt: str, n: int,
@@ -61,7 +69,12 @@ class OpenAIPolicy:
         messages = ([{"role": "system", "content": self.system_prompt}]
                     if self.system_prompt else []) + [{"role": "user", "content": prompt}]
         params = {k: v for k, v in sampling.items()
-                  if k in ("temperature", "top_p", "max_tokens", "seed", "stop")}
+                  if k in ("temperature", "top_p", "max_tokens", "seed", "stop") and v is not None}
+        # not in OpenAI's API; vLLM, SGLang, llama.cpp and transformers serve read them
+        extra = {k: v for k, v in sampling.items()
+                 if k in ("top_k", "min_p", "repetition_penalty") and v}
+        if extra and not self.extras_refused:
+            params["extra_body"] = extra
         for attempt in range(self.max_retries + 1):
             try:
                 async with limit:
@@ -74,6 +87,18 @@ class OpenAIPolicy:
                     raise PolicyError(f"{self.base_url or 'the API'}: {type(exc).__name__} "
                                       f"after {attempt + 1} tries: {exc}") from None
                 await asyncio.sleep(min(30.0, 0.5 * 2**attempt) * (0.5 + random.random()))
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                if "extra_body" in params and any(k in str(exc.message) for k in extra):
+                    # a server that knows only OpenAI's own parameters: sample without ours
+                    if not self.extras_refused:
+                        import sys
+                        print(f"note: {self.base_url or 'the API'} does not take "
+                              f"{', '.join(extra)}; sampling without them", file=sys.stderr)
+                    self.extras_refused = True
+                    params.pop("extra_body")
+                    continue
+                # this prompt only (too long, a value the server rejects): its candidates fail
+                return [f"[the server refused this request ({exc.status_code}): {exc.message}]"] * n
             except openai.APIStatusError as exc:
                 raise PolicyError(f"{self.base_url or 'the API'} refused the request "
                                   f"({exc.status_code}): {exc.message}") from None

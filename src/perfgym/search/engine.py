@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..config import EvalConfig
 from ..executors import Request, evaluate_many
+from ..extract import FormatError, extract_code
 from ..outcome import Outcome
 from ..policies import Policy
 from ..prompts import expand_prompt
@@ -35,6 +36,29 @@ class Step:
         return (self.iteration, self.parent.id if self.parent else None, self.op, self.stage)
 
 
+# How much of a parent's code a prompt may carry: a small model's context is 8k tokens, and a
+# raw answer can be any length (fences nested, a draft before the final version).
+PARENT_CODE_CHARS = 6000
+
+
+def parent_code(task: Task, parent: Candidate | None) -> str | None:
+    """The code a prompt shows for a parent: the kernel the gym extracted from its answer,
+    capped; never the raw answer (its prose and fences would nest inside the new prompt)."""
+    if parent is None:
+        return None
+    try:
+        if task.language == "torch":
+            from ..backends.pytorch import extract_python as extract
+            code = extract(parent.completion)
+        else:
+            code = extract_code(parent.completion, task.signature)
+    except (FormatError, ValueError):  # no usable code block: the start of what it wrote
+        code = parent.completion.replace("```", "")
+    if len(code) > PARENT_CODE_CHARS:
+        code = code[:PARENT_CODE_CHARS] + "\n/* ... cut: the rest of the parent's code */"
+    return code
+
+
 @dataclass
 class Engine:
     store: RunStore
@@ -52,7 +76,7 @@ class Engine:
         if step.op == "generate":
             return expand_prompt(self.task, "generate", None, None, step.stage, self.machine,
                                  override_dir=self.templates, config=self.eval_config)
-        return expand_prompt(self.task, step.op, step.parent.completion if step.parent else None,
+        return expand_prompt(self.task, step.op, parent_code(self.task, step.parent),
                              step.parent.outcome if step.parent else None, step.stage,
                              self.machine, override_dir=self.templates, config=self.eval_config)
 
@@ -70,13 +94,20 @@ class Engine:
         by_count: dict[int, list[str]] = defaultdict(list)  # the policy takes one n per call
         for prompt, group in by_prompt.items():
             by_count[len(group)].append(prompt)
-        for n, prompts in by_count.items():
-            completions = self.policy.generate(prompts, n, **self.sampling)
-            for prompt, texts in zip(prompts, completions):
-                for step, text in zip(by_prompt[prompt], texts):
-                    self.store.add_pending(step.slot, step.iteration, step.stage,
-                                           step.parent.id if step.parent else None, step.op,
-                                           self.policy.name, prompt, text)
+        for n, all_prompts in by_count.items():
+            # a local model generates in batches: each batch is stored before the next starts,
+            # so a kill loses at most one (a server policy gets every prompt at once)
+            per_call = max(1, getattr(self.policy, "batch_size", 0) // n) or len(all_prompts)
+            for start in range(0, len(all_prompts), per_call):
+                self._generate(all_prompts[start:start + per_call], n, by_prompt)
+
+    def _generate(self, prompts: list[str], n: int, by_prompt: dict[str, list[Step]]) -> None:
+        completions = self.policy.generate(prompts, n, **self.sampling)
+        for prompt, texts in zip(prompts, completions):
+            for step, text in zip(by_prompt[prompt], texts):
+                self.store.add_pending(step.slot, step.iteration, step.stage,
+                                       step.parent.id if step.parent else None, step.op,
+                                       self.policy.name, prompt, text)
 
     def _evaluate_pending(self, steps: list[Step]) -> None:
         pending = [c for c in (self.store.by_slot(s.slot) for s in steps) if c.pending]

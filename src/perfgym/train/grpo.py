@@ -36,7 +36,7 @@ TESTED_TRL = "1.16.0"
 
 @dataclass
 class GRPOSettings:
-    model_path: str
+    model_path: str | None  # None: the default model
     task: str = "dgemm"
     mode: str = "fixed"  # fixed | sqd
     output_dir: str = "runs/grpo"
@@ -238,6 +238,9 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         warnings.warn(f"perfgym's GRPO adapter is tested with trl {TESTED_TRL}; "
                       f"this is trl {trl.__version__}")
     task = get_task(settings.task)
+    if model is None:  # an absolute path: the adapter records it as its base model
+        from ..models import resolve_model
+        settings.model_path = str(resolve_model(settings.model_path))
     out = Path(settings.output_dir)
     store = RunStore(out)
     store.set_config({"kind": "grpo", **{k: v for k, v in asdict(settings).items()

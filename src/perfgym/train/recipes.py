@@ -14,7 +14,7 @@ from .pairs import filter_pairs, split, starter_set, write_pairs
 SMOKE_GRPO = {"steps": 2, "G": 2, "groups_per_step": 1, "fixed_prompts": 1,
               "max_completion_length": 64, "save_steps": 1,
               "eval_overrides": {"max_time": 0.2, "max_samples": 10, "min_samples": 3}}
-SMOKE_SFT = {"max_steps": 3, "batch_size": 2, "warmup_steps": 0, "max_length": 1024}
+SMOKE_SFT = {"max_steps": 3, "batch_size": 2, "warmup_steps": 0, "max_length": 4096}
 
 
 SHIPPED = Path(__file__).parent.parent / "recipes"  # the papers' experiments, in the package
@@ -71,6 +71,10 @@ def apply_overrides(recipe: dict[str, Any], overrides: dict[str, dict[str, Any]]
                 raise ValueError(f"the recipe has no [{section}] section for "
                                  f"{', '.join(sorted(values))}")
             recipe[section].update(values)
+
+
+def _given(overrides: dict[str, dict[str, Any]] | None, section: str) -> dict[str, Any]:
+    return {k: v for k, v in (overrides or {}).get(section, {}).items() if v is not None}
 
 
 def build_sft_data(data: dict[str, Any], out: Path) -> Path:
@@ -132,6 +136,7 @@ def run(path: str | Path, model_path: str | None, output_dir: str | Path,
                   "model_path": model_path, "output_dir": str(out / "sft")}
         if smoke:
             values.update(SMOKE_SFT)
+        values.update(_given(overrides, "sft"))
         settings = _settings(sft.SFTSettings, values, "sft")
         sft.train(settings)
         model_path = str(out / "sft" / ("merged" if settings.lora else "final"))
@@ -142,6 +147,7 @@ def run(path: str | Path, model_path: str | None, output_dir: str | Path,
         values = {**recipe["grpo"], "model_path": model_path, "output_dir": str(out / "grpo")}
         if smoke:
             values.update(SMOKE_GRPO)
+        values.update(_given(overrides, "grpo"))
         run_ = grpo.train(_settings(grpo.GRPOSettings, values, "grpo"))
         results["grpo"] = {"steps": len(run_.reward.step_stats),
                            "completions": len(run_.reward.seen),

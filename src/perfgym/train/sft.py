@@ -19,7 +19,7 @@ that computes the same result, with the same function signature.
 
 @dataclass
 class SFTSettings:
-    model_path: str
+    model_path: str | None  # None: the default model
     pairs: str  # JSONL of pairs (the training split), or of {"prompt", "completion"} records
     output_dir: str = "runs/sft"
     lora: bool = True
@@ -37,17 +37,20 @@ class SFTSettings:
     seed: int = 42
 
 
-def example(pair: Pair) -> dict[str, str]:
-    """Prompt-completion form: the slow kernel in, the fast kernel out."""
+def example(pair: Pair) -> dict[str, list[dict[str, str]]]:
+    """Prompt-completion form: the slow kernel in, the fast kernel out, as one chat turn each,
+    so the chat template wraps them as it wraps every prompt the policies send."""
     fence = {"cuda": "cuda", "cpp": "cpp"}.get(pair.language, "c")
     prompt = SFT_PROMPT.format(language=pair.language.upper() if pair.language == "c" else
                                pair.language, benchmark=pair.benchmark,
                                description=pair.description, fence=fence,
                                slow=pair.slow.strip())
-    return {"prompt": prompt, "completion": f"```{fence}\n{pair.fast.strip()}\n```"}
+    return {"prompt": [{"role": "user", "content": prompt}],
+            "completion": [{"role": "assistant",
+                            "content": f"```{fence}\n{pair.fast.strip()}\n```"}]}
 
 
-def load_examples(path: str | Path) -> list[dict[str, str]]:
+def load_examples(path: str | Path) -> list[dict[str, Any]]:
     """Pair records become prompt/completion examples; prompt/completion records are taken as
     they are (any SFT data in that form)."""
     import json
@@ -61,24 +64,43 @@ def load_examples(path: str | Path) -> list[dict[str, str]]:
     return [example(p) for p in read_pairs(path)]
 
 
+def plain(record: dict[str, Any]) -> dict[str, str]:
+    """A chat record as text, for a tokenizer without a chat template: the prompt the way GRPO
+    then sends it to such a model (the user turn and a newline)."""
+    def text(turns: Any) -> str:
+        return turns if isinstance(turns, str) else turns[-1]["content"]
+    return {"prompt": text(record["prompt"]) + "\n", "completion": text(record["completion"])}
+
+
 def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     rows = load_examples(settings.pairs)
+    if model is None:  # an absolute path: the adapter records it as its base model
+        from ..models import resolve_model
+        settings.model_path = str(resolve_model(settings.model_path))
     tokenizer = tokenizer or AutoTokenizer.from_pretrained(settings.model_path)
     model = model or AutoModelForCausalLM.from_pretrained(settings.model_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if not getattr(tokenizer, "chat_template", None):
+        rows = [plain(r) for r in rows]
     dataset = Dataset.from_list(rows)
     out = Path(settings.output_dir)
     import torch
+    import math
+    steps = settings.max_steps if settings.max_steps > 0 else math.ceil(
+        len(rows) / settings.batch_size) * math.ceil(settings.epochs)
+    # seed 001's 100 warm-up steps assume thousands of pairs; on a small set they would be the
+    # whole run, so warm-up is held to a tenth of the optimizer steps
+    warmup = min(settings.warmup_steps, steps // 10)
     config = SFTConfig(
         output_dir=str(out / "checkpoints"), learning_rate=settings.learning_rate,
         per_device_train_batch_size=settings.batch_size, max_length=settings.max_length,
         num_train_epochs=settings.epochs, max_steps=settings.max_steps,
-        warmup_steps=settings.warmup_steps, optim="adamw_torch", seed=settings.seed,
+        warmup_steps=warmup, optim="adamw_torch", seed=settings.seed,
         logging_steps=1, save_strategy="no", report_to=[],
         use_cpu=not torch.cuda.is_available(), completion_only_loss=True)
     peft_config = None
