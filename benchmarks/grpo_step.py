@@ -1,10 +1,14 @@
 """Where the time of a GRPO step goes on this machine: generating, evaluating, updating.
 
-    python benchmarks/grpo_step.py [--steps 3] [--G 8] [--groups 2] [--mode fixed|sqd]
+    python benchmarks/grpo_step.py [--model default|tiny|PATH] [--steps 3] [--G 8] [--groups 2]
+                                   [--mode fixed|sqd] [--max-completion-length 200] [--lora]
 
-Uses a tiny model taught to write two real dgemm kernels (built here, cached under
-/tmp/perfgym-bench-coder), so the evaluator compiles, runs and times real code. Prints the
-shares of the steps' wall time measured in one run. The evaluator must not dominate.
+`--model default` is the real default model (SmolLM2-135M-Instruct; `PATH` a model directory,
+e.g. the learning curve's SFT model, which writes kernels that compile); `tiny` (the default of
+this script) a tiny model taught to write two real dgemm kernels (built here, cached under
+/tmp/perfgym-bench-coder). Either way the evaluator compiles, runs and times real code. Prints
+the shares of the steps' wall time measured in one run and the process's peak memory. The
+evaluator must not dominate.
 """
 from __future__ import annotations
 
@@ -25,17 +29,25 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2)
     ap.add_argument("--mode", default="fixed", choices=["fixed", "sqd"])
     ap.add_argument("--max-completion-length", type=int, default=200)
+    ap.add_argument("--model", default="tiny", help="default, tiny or a model directory")
+    ap.add_argument("--lora", action="store_true", help="train a LoRA adapter (r=16)")
     args = ap.parse_args()
 
     from perfgym.train import grpo
     from perfgym.train.tiny import build_coder_model
-    templates = Path(__file__).parent / "templates"
-    model = build_coder_model(Path(tempfile.gettempdir()) / "perfgym-bench-coder", templates)
+    templates = None
+    if args.model == "tiny":
+        templates = Path(__file__).parent / "templates"
+        model = build_coder_model(Path(tempfile.gettempdir()) / "perfgym-bench-coder", templates)
+    else:
+        from perfgym.models import resolve_model
+        model = resolve_model(None if args.model == "default" else args.model)
     out = Path(tempfile.mkdtemp(prefix="perfgym-grpo-bench-"))
     settings = grpo.GRPOSettings(model_path=str(model), mode=args.mode, output_dir=str(out),
                                  steps=args.steps, G=args.G, groups_per_step=args.groups,
                                  max_completion_length=args.max_completion_length,
-                                 learning_rate=1e-4, save_steps=10**6, templates=str(templates))
+                                 learning_rate=1e-4, save_steps=10**6, lora=args.lora,
+                                 templates=str(templates) if templates else None)
     run = grpo.build(settings)
     spent = {"generate": 0.0, "evaluate": 0.0}
 
@@ -65,6 +77,9 @@ def main() -> None:
         for k, v in s["statuses"].items():
             statuses[k] = statuses.get(k, 0) + v
     print(f"  statuses: {statuses}")
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"  peak memory (max RSS of this process): {peak:.2f} GiB; model {args.model}")
     shutil.rmtree(out, ignore_errors=True)
 
 

@@ -68,6 +68,22 @@ def test_weighted_bonus_needs_the_bound():
     assert score("weighted", [noisy, shown]) == [pytest.approx(0.8), pytest.approx(1.0)]
 
 
+def test_faster_is_confirmed_by_a_second_pair_of_processes(tmp_path):
+    # a reference that loops in Python and a candidate that does not: faster by far, and the
+    # finding is replicated in fresh worker processes before it counts
+    task = problem(tmp_path, """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.stack([row * 2.0 for row in x])
+        def get_inputs(): return [torch.randn(256, 64)]
+        def get_init_inputs(): return []
+        """)
+    fast = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x): return x * 2.0\n"
+    o = evaluate(task, fast, None, PLAIN.replace(max_samples=30, min_samples=20))
+    assert o.status is Status.OK and o.speedup_low > 1, o.message
+    assert "in each of 2 pairs of worker processes" in o.message
+
+
 def test_a_problem_that_cannot_import_is_the_tasks_fault(tmp_path):
     task = problem(tmp_path, """
         import nonexistent_module_xyz

@@ -504,21 +504,25 @@ def search_cmd(
     if RunStore.exists(run_dir) and not resume:
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it or choose "
                         "another --run-dir")
-    store = RunStore(run_dir)
-    if resume and store.config() not in (None, config):
-        raise UserError(f"{run_dir} was started with other settings; resume with the same "
-                        "options (see `perfgym report`)")
-    store.set_config(config)
-    try:
+    if templates is not None and not templates.is_dir():
+        raise UserError(f"--templates {templates} is not a directory")
+    if policy == "replay" and replay is None:
+        raise UserError("the replay policy needs --replay FILE")
+    if resume and RunStore.exists(run_dir):
+        previous = RunStore(run_dir)
+        started_with = previous.config()
+        previous.close()
+        if started_with not in (None, config):
+            raise UserError(f"{run_dir} was started with other settings; resume with the "
+                            "same options (see `perfgym report`)")
+    try:  # before the run store: a model that cannot load leaves no half-made run behind
         pol = make_policy(policy, model=model, base_url=base_url,
                           api_key=os.environ.get(api_key_env), model_path=model_path,
                           path=replay, concurrency=concurrency)
     except (PolicyError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    if policy == "replay" and replay is None:
-        raise UserError("the replay policy needs --replay FILE")
-    if templates is not None and not templates.is_dir():
-        raise UserError(f"--templates {templates} is not a directory")
+    store = RunStore(run_dir)
+    store.set_config(config)
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
         engine = Engine(store, pol, t, EvalConfig(opt=opt), reward, sampling, info,

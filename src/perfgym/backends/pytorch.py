@@ -141,9 +141,32 @@ def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: 
     return _run_session(task, code, config, audit, device, outcome)
 
 
+# On the CPU, a pair of worker processes carries a bias of its own that the paired calls inside
+# it cannot see: copies of KernelBench level-1 references measured 0.25x to 2.8x themselves
+# under load (7 of 100 "faster" at 99.9%), and the same problem flipped between runs. So a
+# "faster" finding is replicated in a fresh pair of processes and the smaller bound kept.
+CPU_REPLICATES = 2
+
+
 def _run_session(task, code, config, audit, device, outcome) -> Outcome:
-    from ..lane import LANE
     flags = list(audit.flags)
+    runs: list[tuple[TimingResult, dict]] = []
+    while True:
+        result = _one_session(task, code, config, audit, device, outcome, flags)
+        if isinstance(result, Outcome):  # a verdict: it stands whichever replicate found it
+            return result
+        runs.append(result)
+        timing = result[0]
+        if (device != "cpu" or config.kernelbench or len(runs) >= CPU_REPLICATES
+                or speedup_lower_bound(timing.ref, timing.new) <= 1):
+            break
+    return _timed_outcome([t for t, _ in runs], config, device, flags, runs[0][1], outcome)
+
+
+def _one_session(task, code, config, audit, device, outcome, flags):
+    """Start the three workers, check, time; a TimingResult and the shrunk sizes, or the
+    Outcome of a verdict."""
+    from ..lane import LANE
     dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-")
             for role in ("problem", "ref", "cand")]
     deadline = time.monotonic() + config.torch_timeout
@@ -156,7 +179,8 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
     problem_file = {"problem.py": task.source}
     # load_inline CUDA launches are not hooked: on a GPU those candidates have no evidence
     check_kernels = config.require_custom_kernel and not (device == "cuda" and audit.cuda_sources)
-    if config.require_custom_kernel and not check_kernels:
+    if config.require_custom_kernel and not check_kernels and \
+            "kernel_evidence_unavailable" not in flags:
         flags.append("kernel_evidence_unavailable")
     problem = cand = ref = None
     shrunk: dict = {}
@@ -195,7 +219,7 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
         if not config.extra.get("keep_workdir"):
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
-    return _timed_outcome(timing, config, device, flags, shrunk, outcome)
+    return timing, shrunk
 
 
 def _checked(step):
@@ -223,7 +247,9 @@ def _died(ref, cand, why: str, flags: list[str], outcome) -> Outcome:
                    details, flags=flags)
 
 
-def _timed_outcome(timing: TimingResult, config, device, flags, shrunk, outcome) -> Outcome:
+def _timed_outcome(timings: list[TimingResult], config, device, flags, shrunk,
+                   outcome) -> Outcome:
+    timing = timings[0]
     if config.kernelbench:  # KernelBench reports the mean of its timed runs
         new_t, ref_t = float(np.mean(timing.new)), float(np.mean(timing.ref))
     else:
@@ -231,14 +257,18 @@ def _timed_outcome(timing: TimingResult, config, device, flags, shrunk, outcome)
     new = Timing.from_samples(timing.new, 1, config.cv_target)
     ref = Timing.from_samples(timing.ref, 1, config.cv_target)
     speedup = ref_t / new_t if new_t > 0 else math.inf
-    low = speedup_lower_bound(timing.ref, timing.new)
+    lows = [speedup_lower_bound(t.ref, t.new) for t in timings]
+    low = min(lows)
     if speedup > IMPLAUSIBLE_SPEEDUP:
         flags.append("implausible_speedup")
     label = "GPU, CUDA events" if device == "cuda" else "CPU wall clock (not a GPU figure)"
     stat = "mean" if config.kernelbench else "median"
     message = (f"{speedup:.2f}x the PyTorch reference ({new_t * 1e3:.3f} ms vs "
                f"{ref_t * 1e3:.3f} ms, {stat} of {len(timing.new)} paired calls; "
-               f"{'faster' if low > 1 else 'not faster'} at 99.9% confidence; timed on {label})")
+               f"{'faster' if low > 1 else 'not faster'} at 99.9% confidence"
+               + (f" in each of {len(timings)} pairs of worker processes (bounds "
+                  + ", ".join(f"{x:.2f}x" for x in lows) + ")" if len(timings) > 1 else "")
+               + f"; timed on {label})")
     if shrunk:
         message += "; sizes reduced: " + ", ".join(f"{k}={v}" for k, v in shrunk.items())
     if flags:

@@ -43,6 +43,15 @@ def read_exact(fd, n):
     return buf
 
 
+def read_into(fd, view):
+    got = 0
+    while got < len(view):
+        chunk = os.readv(fd, [view[got:]])
+        if chunk == 0:
+            raise EOFError("the parent closed the channel")
+        got += chunk
+
+
 def write_all(fd, data):
     view = memoryview(data).cast("B")
     while view:
@@ -57,8 +66,11 @@ def receive(fd):
         count = 1
         for d in meta["shape"]:
             count *= d
-        raw = read_exact(fd, count * torch.empty((), dtype=dtype).element_size())
-        flat = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        # read straight into torch's own (64-byte aligned) storage: a tensor over a bytearray
+        # sits wherever malloc put it, at any alignment, and vector kernels care
+        flat = torch.empty(count, dtype=dtype)
+        if count:
+            read_into(fd, memoryview(flat.view(torch.uint8).numpy()))
         tensors.append(flat.reshape(meta["shape"]))
     return header, tensors
 

@@ -1,0 +1,76 @@
+"""The real default model as a user meets it: `perfgym search` with no model flags, the model
+command, the sampler's prompt-sparing repetition penalty, bad model paths."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("transformers")
+
+
+def perfgym(*args, cwd=None, timeout=1200):
+    return subprocess.run([sys.executable, "-m", "perfgym.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.mark.slow
+def test_search_with_no_model_flags_runs_the_default_model_and_writes_a_report(tmp_path):
+    env_free = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL",)}
+    done = subprocess.run([sys.executable, "-m", "perfgym.cli", "search", "--G", "2",
+                           "--max-tokens", "32", "--run-dir", str(tmp_path / "run"), "--json"],
+                          capture_output=True, text=True, timeout=1800, env=env_free)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from perfgym.store import RunStore
+    store = RunStore(tmp_path / "run")
+    found = store.candidates()
+    assert len(found) == 2 and {c.policy for c in found} == {"hf"}
+    assert all(c.outcome is not None for c in found)
+    assert store.config()["sampling"]["top_k"] == 40  # the default sampler
+    assert (tmp_path / "run" / "report" / "summary.md").is_file()
+    assert json.loads(done.stdout)["run_dir"] == str(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_model_fetch_prints_a_loadable_directory():
+    done = perfgym("model", "fetch")
+    assert done.returncode == 0, done.stderr
+    path = done.stdout.strip().splitlines()[-1]
+    assert os.path.isfile(os.path.join(path, "config.json"))
+    assert os.path.isfile(os.path.join(path, "tokenizer.json"))
+
+
+def test_bad_model_paths_are_one_line_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "weights.bin").write_text("x")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": "relative/base/that/is/gone"}))
+    for path, words in ((tmp_path / "nowhere", "neither a model directory"),
+                        (tmp_path / "empty", "holds no model"),
+                        (tmp_path / "weights.bin", "neither a model directory"),
+                        (adapter, "names its base model")):
+        done = perfgym("search", "--policy", "hf", "--model-path", str(path), "--run-dir",
+                       str(tmp_path / f"run-{path.name}"))
+        assert done.returncode == 2, (path, done.stderr[-2000:])
+        assert words in done.stderr and "Traceback" not in done.stderr
+        assert not (tmp_path / f"run-{path.name}").exists()  # no half-made run to trip over
+
+
+def test_repetition_penalty_spares_the_prompt():
+    import torch
+
+    from perfgym.policies.hf import CompletionRepetitionPenalty
+    prompt_length = 3
+    ids = torch.tensor([[5, 6, 7, 8]])  # tokens 5-7 are the prompt, 8 was generated
+    scores = torch.tensor([[0.0, 0, 0, 0, 0, 2.0, 2.0, 2.0, 2.0, -2.0]])
+    out = CompletionRepetitionPenalty(2.0, prompt_length)(ids, scores.clone())
+    assert out[0, 8] == 1.0  # generated: penalized
+    assert torch.equal(out[0, 5:8], scores[0, 5:8])  # the prompt's tokens: untouched
+    ids = torch.tensor([[5, 6, 7, 9]])
+    assert CompletionRepetitionPenalty(2.0, prompt_length)(ids, scores.clone())[0, 9] == -4.0
