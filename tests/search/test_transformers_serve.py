@@ -129,7 +129,9 @@ def _candidates(tmp_path):
 
 
 def test_best_of_n_tops_up_a_server_that_ignores_n_and_survives_a_400(server, tmp_path):
-    proxy = FaultProxy(server["url"], refuse=2)
+    # request 1 asks n=3 with top_k/min_p (422), request 2 without them (one choice back),
+    # requests 3 and 4 top up one each: the proxy refuses request 3
+    proxy = FaultProxy(server["url"], refuse=3)
     try:
         done = _search(tmp_path, proxy.url, server["model"], "--algo", "best-of-n", "--n", "3",
                        "--concurrency", "3")
@@ -138,13 +140,26 @@ def test_best_of_n_tops_up_a_server_that_ignores_n_and_survives_a_400(server, tm
     assert done.returncode == 0, done.stderr[-2000:]
     found = _candidates(tmp_path)
     assert len(found) == 3
-    # the server answered one choice for n=3: the other two were asked for separately
-    assert [b.get("n") for b in proxy.bodies].count(3) == 1 and proxy.count >= 3
+    # the server answered one choice for n=3: the other two were asked for separately, each
+    # with a seed of its own
+    asked = [b.get("n") for b in proxy.bodies]
+    assert asked.count(3) == 2 and asked.count(1) == 2, asked
+    assert len({b.get("seed") for b in proxy.bodies if b.get("n") == 1}) == 2
+    assert "top_k" in proxy.bodies[0] and "top_k" not in proxy.bodies[1]
     refused = [c for c in found if "server refused this request (400)" in c.completion]
     assert len(refused) == 1 and refused[0].outcome["status"] == "FORMAT_ERROR"
     assert all(c.outcome is not None for c in found)  # the run went on and scored them all
     assert "does not take top_k" in done.stderr  # the 422 for our extras, handled once
     assert (tmp_path / "run" / "report" / "summary.md").is_file()
+
+
+def test_the_default_model_samples_on_a_server_that_takes_its_defaults(server):
+    # transformers serve takes do_sample from the model's generation config: the converted
+    # model says True, so four samples of one prompt are not four copies of one answer
+    from perfgym.policies.openai_compat import OpenAIPolicy
+    policy = OpenAIPolicy(model=server["model"], base_url=server["url"] + "/v1", api_key="x")
+    texts = policy.generate(["Name a fruit."], 4, max_tokens=12, temperature=1.0)[0]
+    assert len(texts) == 4 and len(set(texts)) >= 2, texts
 
 
 def test_a_server_dying_mid_run_loses_nothing_and_resume_continues(server, tmp_path):
@@ -168,6 +183,9 @@ def test_a_server_dying_mid_run_loses_nothing_and_resume_continues(server, tmp_p
     assert (found[0].id, found[0].completion) == (kept[0].id, kept[0].completion)
     # the second turn's prompt carries the parent's code, not its raw answer: no fence of the
     # parent's nests inside the template's one code block
+    from perfgym.search.engine import parent_code
+    from perfgym.tasks import get_task
     prompt = proxy.bodies[0]["messages"][-1]["content"]
-    assert prompt.count("```") == 3  # the template's own: its code block and "one ```c block"
+    shown = parent_code(get_task("dgemm"), kept[0])
+    assert shown.strip() in prompt and "```" not in shown
     assert found[1].parent_id == found[0].id

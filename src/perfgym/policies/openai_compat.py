@@ -56,8 +56,12 @@ class OpenAIPolicy:
                           sampling: dict[str, Any]) -> list[str]:
         texts = await self._request(client, limit, prompt, n, sampling)
         while len(texts) < n:  # the server ignored n: the rest concurrently, one each
-            more = await asyncio.gather(*(self._request(client, limit, prompt, 1, sampling)
-                                          for _ in range(n - len(texts))))
+            # each with a seed of its own unless one was given: a server that seeds every
+            # request alike (transformers serve) would answer the same prompt the same way
+            more = await asyncio.gather(*(self._request(
+                client, limit, prompt, 1,
+                sampling if "seed" in sampling else {**sampling, "seed": random.getrandbits(31)})
+                for _ in range(n - len(texts))))
             if not any(more):
                 raise PolicyError(f"{self.base_url or 'the API'} returned no choices")
             texts += [t for batch in more for t in batch]
@@ -71,8 +75,9 @@ class OpenAIPolicy:
         params = {k: v for k, v in sampling.items()
                   if k in ("temperature", "top_p", "max_tokens", "seed", "stop") and v is not None}
         # not in OpenAI's API; vLLM, SGLang, llama.cpp and transformers serve read them
-        extra = {k: v for k, v in sampling.items()
-                 if k in ("top_k", "min_p", "repetition_penalty") and v}
+        extra = {k: v for k, v in sampling.items()  # only those switched on (0 and 1.0: off)
+                 if k in ("top_k", "min_p", "repetition_penalty") and v
+                 and not (k == "repetition_penalty" and v == 1.0)}
         if extra and not self.extras_refused:
             params["extra_body"] = extra
         for attempt in range(self.max_retries + 1):
@@ -88,7 +93,8 @@ class OpenAIPolicy:
                                       f"after {attempt + 1} tries: {exc}") from None
                 await asyncio.sleep(min(30.0, 0.5 * 2**attempt) * (0.5 + random.random()))
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                if "extra_body" in params and any(k in str(exc.message) for k in extra):
+                said = f"{exc.message} {exc.body or ''}"  # the message alone may be bare
+                if "extra_body" in params and any(k in said for k in extra):
                     # a server that knows only OpenAI's own parameters: sample without ours
                     if not self.extras_refused:
                         import sys
@@ -98,7 +104,7 @@ class OpenAIPolicy:
                     params.pop("extra_body")
                     continue
                 # this prompt only (too long, a value the server rejects): its candidates fail
-                return [f"[the server refused this request ({exc.status_code}): {exc.message}]"] * n
+                return [f"[the server refused this request ({exc.status_code}): {said}]"] * n
             except openai.APIStatusError as exc:
                 raise PolicyError(f"{self.base_url or 'the API'} refused the request "
                                   f"({exc.status_code}): {exc.message}") from None

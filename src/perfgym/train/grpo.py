@@ -165,9 +165,11 @@ class SQDRollout:
     """TRL rollout_func for sqd mode: the batch's prompts come from the live pool, not the
     dataset (whose rows are placeholders). Generates with the model being trained."""
 
-    def __init__(self, pool: LivePool, G: int, max_new_tokens: int, temperature: float) -> None:
+    def __init__(self, pool: LivePool, G: int, max_new_tokens: int, temperature: float,
+                 top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0) -> None:
         self.pool, self.G = pool, G
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.top_k, self.top_p, self.min_p = top_k, top_p, min_p
         self.prompts_by_step: list[list[dict[str, Any]]] = []  # what each step drew (tests)
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
@@ -187,6 +189,8 @@ class SQDRollout:
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=self.max_new_tokens,
                                      do_sample=True, temperature=self.temperature,
+                                     top_k=self.top_k, top_p=self.top_p,
+                                     min_p=self.min_p or None,
                                      num_return_sequences=self.G,
                                      pad_token_id=tokenizer.pad_token_id)
             ids = enc["input_ids"][0].tolist()
@@ -272,7 +276,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
                                           ratios=settings.sqd_ratios, stages=settings.sqd_stages),
                         G=settings.G)
         rollout = SQDRollout(pool, settings.G, settings.max_completion_length,
-                             settings.temperature)
+                             settings.temperature, settings.top_k, settings.top_p,
+                             settings.min_p)
         dataset = Dataset.from_list([{"prompt": "sqd"} for _ in range(rows)])
 
     report_to = ["tensorboard"] if _has("tensorboard") else []

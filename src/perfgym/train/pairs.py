@@ -166,7 +166,16 @@ def filter_pairs(pairs: list[Pair], config: EvalConfig = EvalConfig(),
     runnable = [p for p in pairs if p.task]
     requests = [Request(get_task(p.task), code, None, config.replace(compare_baseline=False))
                 for p in runnable for code in (p.slow, p.fast)]
-    outcomes = evaluate_many(requests)
+    done = [0]
+
+    def progress(_i: int, _outcome) -> None:  # minutes of silence otherwise
+        done[0] += 1
+        if done[0] == len(requests) or done[0] % max(1, len(requests) // 10) == 0:
+            import sys
+            print(f"[pairs] {done[0]}/{len(requests)} kernels evaluated", file=sys.stderr,
+                  flush=True)
+
+    outcomes = evaluate_many(requests, on_result=progress)
     kept = [p for p in pairs if not p.task]
     dropped = []
     for i, p in enumerate(runnable):
