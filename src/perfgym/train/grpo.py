@@ -63,6 +63,8 @@ class GRPOSettings:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    # TRL's default trades compute for memory; a small model on a CPU has memory to spare
+    gradient_checkpointing: bool = True
     vllm: str | None = None  # None: transformers generation; "server" or "colocate"
     vllm_server_url: str | None = None
     save_steps: int = 50
@@ -292,7 +294,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         save_steps=settings.save_steps, seed=settings.seed, report_to=report_to,
         use_vllm=settings.vllm is not None,
         vllm_mode=settings.vllm or "colocate", vllm_server_base_url=settings.vllm_server_url,
-        shuffle_dataset=False, use_cpu=not _cuda())
+        shuffle_dataset=False, use_cpu=not _cuda(),
+        gradient_checkpointing=settings.gradient_checkpointing)
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
