@@ -7,7 +7,9 @@ Prints:
     in the exclusive lane), with the default timing policy;
   * perfgym's wall time per candidate over the floor: plain `gcc` of the same file with a bare
     driver that calls the kernel as many times as perfgym did, plus running it once;
-  * the CV of the median kernel time over repeated evaluations of one kernel.
+  * the CV of the median kernel time over repeated evaluations of one kernel;
+  * what a wrong-answer candidate costs next to a correct one, with the check before timing (one
+    verified call before the timing loop) and without it.
 """
 from __future__ import annotations
 
@@ -87,7 +89,7 @@ def main() -> None:
             t0 = time.perf_counter()
             o = evaluate(task, text, None, cfg)
             walls.append(time.perf_counter() - t0)
-            calls = 2 + o.timing.warmups + len(o.timing.samples)
+            calls = 3 + o.timing.warmups + len(o.timing.samples)  # + check, set 2
             floors.append(floor_seconds(text, n, calls))
         ratios[name] = {"perfgym_s": statistics.median(walls),
                         "floor_s": statistics.median(floors),
@@ -99,8 +101,24 @@ def main() -> None:
         medians = [evaluate(task, code, None, cfg).timing.median for _ in range(args.repeats)]
         cvs[name] = statistics.stdev(medians) / statistics.mean(medians)
 
+    # 4. a wrong answer's cost, with and without the check before timing
+    wrong = naive.replace("C[i * N + j] = sum;", "C[i * N + j] = sum + 1e-3;")
+    assert wrong != naive, "the naive kernel changed: update the wrong-answer edit"
+    costs = {}
+    for check_first in (False, True):
+        c = cfg.replace(extra={"check_first": check_first})
+        for name, code in (("correct", naive), ("wrong", wrong)):
+            walls = []
+            for text in variants(code, 3):
+                t0 = time.perf_counter()
+                o = evaluate(task, text, None, c)
+                walls.append(time.perf_counter() - t0)
+                assert o.ok == (name == "correct"), o.message
+            costs[f"{name}, check {'on' if check_first else 'off'}"] = statistics.median(walls)
+
     result = {"candidates": len(texts), "batch_seconds": batch, "candidates_per_minute": per_minute,
-              "overhead": ratios, "repeat_cv": cvs, "repeats": args.repeats}
+              "overhead": ratios, "repeat_cv": cvs, "repeats": args.repeats,
+              "seconds_per_candidate": costs}
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -112,6 +130,11 @@ def main() -> None:
     for name, cv in cvs.items():
         print(f"repeatability ({name}): CV of the median over {args.repeats} evaluations "
               f"{cv * 100:.2f}%")
+    for name, seconds in costs.items():
+        print(f"cost per candidate ({name}): {seconds:.3f} s")
+    for when in ("off", "on"):
+        print(f"wrong / correct with the check {when}: "
+              f"{costs[f'wrong, check {when}'] / costs[f'correct, check {when}']:.2f}")
 
 
 if __name__ == "__main__":

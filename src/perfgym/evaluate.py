@@ -183,33 +183,30 @@ def _measure(p: Prepared) -> Outcome:
     rng = np.random.default_rng(seed)
     inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng) for _ in range(2)])
     cbackend.write_manifest(task, size, inputs, config, p.workdir, int(rng.integers(1, 2**62)))
-    result = cbackend.run(task, size, config, p.workdir)
-    p.seconds["run"] = result.wall
-
-    if result.timed_out:
-        return fail(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
-                    f"({format_size(size)})", result.stderr[-2000:])
-    if result.output_overflow:
-        printed = [ln for ln in result.stdout.splitlines() if not ln.startswith("@")]
-        return fail(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "
-                    "print", "\n".join(printed)[:500])
-    if result.killed_by:
-        return fail(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
-                    result.stderr[-2000:])
-    if result.returncode != 0:
-        detail = (result.stderr.strip().splitlines() or [""])[-1]
-        return fail(Status.RUNTIME_ERROR, f"exited with status {result.returncode}"
-                    + (f": {detail}" if detail else ""), result.stderr[-2000:])
-    report = _read_report(p.workdir / "result.txt")
-    if report is None:
-        return fail(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended the "
-                    "process)", result.stderr[-2000:])
-
     order = cbackend.pointer_order(task)
-    if report["violation"] != "none":
-        return fail(Status.WRONG_ANSWER, _violation_message(report["violation"], order))
 
-    verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng)
+    # Check before timing: one call on the first input set, verified, so a wrong kernel costs
+    # one call and not the timing loop. The full run below repeats and verifies that call too.
+    # (extra["check_first"] = False turns it off, for benchmarks/eval_throughput.py only.)
+    refs: dict[str, dict] = {}  # reference outputs by input set, computed once
+    if config.extra.get("check_first", True):
+        ran = _run_harness(p, order, fail, check_only=True)
+        if isinstance(ran, Outcome):
+            return ran
+        first = [("the first input set", inputs.sets[0],
+                  _outputs(task, size, order, p.workdir, 1))]
+        verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
+        if verdict_msg:
+            return fail(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
+        for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
+            (p.workdir / stale).unlink(missing_ok=True)
+
+    ran = _run_harness(p, order, fail)
+    if isinstance(ran, Outcome):
+        return ran
+    result, report = ran
+    verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng,
+                                         refs)
     if verdict_msg:
         return fail(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
 
@@ -238,6 +235,41 @@ def _measure(p: Prepared) -> Outcome:
                     gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
                     fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
                     bound=roof[1] if roof else None, max_error=max_error, parent_check=seen)
+
+
+def _run_harness(p: Prepared, order: list[str], fail, check_only: bool = False):
+    """Run the harness (the whole protocol, or the check call) and read its report. Returns
+    (the run, the report), or the Outcome of a run that did not end well."""
+    result = cbackend.run(p.task, p.size, p.config, p.workdir, check_only=check_only)
+    p.seconds["check" if check_only else "run"] = result.wall
+    if failed := _run_failure(result, p.config, p.size, fail):
+        return failed
+    report = _read_report(p.workdir / "result.txt", check=check_only)
+    if report is None:
+        return fail(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended the "
+                    "process)", result.stderr[-2000:])
+    if report["violation"] != "none":
+        return fail(Status.WRONG_ANSWER, _violation_message(report["violation"], order))
+    return result, report
+
+
+def _run_failure(result, config: EvalConfig, size: dict, fail) -> Outcome | None:
+    """The outcome of a harness run that did not end normally, or None."""
+    if result.timed_out:
+        return fail(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
+                    f"({format_size(size)})", result.stderr[-2000:])
+    if result.output_overflow:
+        printed = [ln for ln in result.stdout.splitlines() if not ln.startswith("@")]
+        return fail(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "
+                    "print", "\n".join(printed)[:500])
+    if result.killed_by:
+        return fail(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
+                    result.stderr[-2000:])
+    if result.returncode != 0:
+        detail = (result.stderr.strip().splitlines() or [""])[-1]
+        return fail(Status.RUNTIME_ERROR, f"exited with status {result.returncode}"
+                    + (f": {detail}" if detail else ""), result.stderr[-2000:])
+    return None
 
 
 def cross_check(reported: list[float], markers: list[tuple[float, str]]
@@ -410,12 +442,14 @@ def _violation_message(violation: str, order: list[str]) -> str:
     return f"the kernel wrote outside the bounds of {name} ({phase.rstrip(':')})"
 
 
-def _read_report(path: Path) -> dict | None:
+def _read_report(path: Path, check: bool = False) -> dict | None:
+    """result.txt of a full run (warm-ups, samples, violation) or, with `check`, of a check
+    run (its first line "check", then the violation)."""
     try:
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    if not lines or lines[-1] != "done":
+    if not lines or lines[-1] != "done" or (lines[0] == "check") != check:
         return None
     report: dict = {}
     for line in lines:
@@ -427,7 +461,7 @@ def _read_report(path: Path) -> dict | None:
             report["samples"] = [float(v) for v in vals[1:]]
         elif key == "violation":
             report["violation"] = rest
-    if not report.get("samples"):
+    if "violation" not in report or (not check and not report.get("samples")):
         return None
     return report
 
@@ -436,30 +470,46 @@ def _load(workdir: Path, name: str, dtype: str, shape: tuple[int, ...]) -> np.nd
     return np.fromfile(workdir / name, dtype=dtype).reshape(shape)
 
 
+def _outputs(task: Task, size: dict, order: list[str], workdir: Path, s: int) -> dict:
+    """The outputs the harness saved for input set `s` (1 or 2)."""
+    return {n: _load(workdir, f"out{s}_{order.index(n)}.bin", task.arrays[n].dtype,
+                     task.shape(n, size))
+            for n in order if task.arrays[n].role == "out"}
+
+
 def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
-                order: list[str], workdir: Path,
-                rng: np.random.Generator) -> tuple[tuple[str, str] | None, float]:
+                order: list[str], workdir: Path, rng: np.random.Generator,
+                refs: dict) -> tuple[tuple[str, str] | None, float]:
     """Check the four answers the harness kept. Returns ((message, details) or None, max err)."""
-    mode = config.verify or task.verify_mode
-    shapes = {n: task.shape(n, size) for n in order}
-    dtypes = {n: task.arrays[n].dtype for n in order}
+    checks = [("the first input set", inputs.sets[0], _outputs(task, size, order, workdir, 1)),
+              ("the second input set", inputs.sets[1], _outputs(task, size, order, workdir, 2))]
     outputs = [n for n in order if task.arrays[n].role == "out"]
-    checks = []  # (label, inputs, outputs)
-    for s, label in ((0, "the first input set"), (1, "the second input set")):
-        got = {n: _load(workdir, f"out{s + 1}_{order.index(n)}.bin", dtypes[n], shapes[n])
-               for n in outputs}
-        checks.append((label, inputs.sets[s], got))
     for snap, label in (("chosen", "a timed call"), ("last", "the last timed call")):
-        arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", dtypes[n], shapes[n])
+        arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].dtype,
+                         task.shape(n, size))
                 for i, n in enumerate(order)}
         checks.append((label, {n: arrs[n] for n in order if n not in outputs},
                        {n: arrs[n] for n in outputs}))
+    return _verify(task, size, config, checks, rng, refs)
+
+
+def _verify(task: Task, size: dict, config: EvalConfig, checks: list,
+            rng: np.random.Generator, refs: dict) -> tuple[tuple[str, str] | None, float]:
+    """Compare each (label, inputs, outputs) with the reference. Returns ((message, details)
+    or None, the largest error seen). `refs` keeps the input sets' reference outputs by label
+    (the timed calls' perturbed inputs differ every time and are not kept)."""
+    mode = config.verify or task.verify_mode
     max_error = 0.0
     for label, ins, got in checks:
-        ref = reference_outputs(task, ins, size)
-        for name in outputs:
-            points = sample_points(shapes[name], rng) if mode == "sampled" else None
-            v = compare(name, got[name], ref[name], task.rtol, task.atol, points)
+        if not label.endswith("input set"):
+            ref = reference_outputs(task, ins, size)
+        else:
+            if label not in refs:
+                refs[label] = reference_outputs(task, ins, size)
+            ref = refs[label]
+        for name, value in got.items():
+            points = sample_points(value.shape, rng) if mode == "sampled" else None
+            v = compare(name, value, ref[name], task.rtol, task.atol, points)
             max_error = max(max_error, v.max_error)
             if not v.ok:
                 return (f"wrong answer on {label}: {v.where}",

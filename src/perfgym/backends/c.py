@@ -262,6 +262,9 @@ def run_env(config: EvalConfig) -> dict[str, str]:
             "OMP_PLACES": "cores", "OMP_DYNAMIC": "false", "OMP_STACKSIZE": "8M"}
 
 
-def run(task: Task, size: dict[str, int], config: EvalConfig, workdir: Path) -> sandbox.RunResult:
-    return sandbox.run(["./run", "manifest.txt"], workdir, run_limits(task, size, config),
-                       env=run_env(config))
+def run(task: Task, size: dict[str, int], config: EvalConfig, workdir: Path,
+        check_only: bool = False) -> sandbox.RunResult:
+    """The harness in the sandbox: the whole protocol, or with `check_only` one call on the
+    first input set (its outputs in out1_*.bin)."""
+    argv = ["./run", "manifest.txt"] + (["check"] if check_only else [])
+    return sandbox.run(argv, workdir, run_limits(task, size, config), env=run_env(config))

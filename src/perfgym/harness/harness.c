@@ -3,8 +3,12 @@
  *
  *   harness MANIFEST
  *
+ *   harness MANIFEST check
+ *
  * The manifest (written by perfgym) names the arrays, the input files of two independent input
- * sets, the sizes and the timing policy. The harness:
+ * sets, the sizes and the timing policy. With `check`, the harness only calls the kernel once on
+ * set 1 and saves its outputs, so the parent can reject a wrong answer before paying for the
+ * timing loop (the full run repeats and verifies that call too). Otherwise the harness:
  *   1. calls the kernel on set 1 once (correctness), saving the outputs;
  *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the coefficient of
  *      variation is under target or a cap is hit. Before every timed call one element of each
@@ -260,7 +264,8 @@ static double trimmed_cv(const double *x, int n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) die("usage: harness MANIFEST");
+    int check_only = argc == 3 && strcmp(argv[2], "check") == 0;
+    if (argc != 2 && !check_only) die("usage: harness MANIFEST [check]");
     FILE *m = fopen(argv[1], "r");
     if (!m) die("cannot open manifest");
     unsigned long long seed;
@@ -314,6 +319,23 @@ int main(int argc, char **argv) {
      * stop test) with a stand-in for the call, whose length goes to the parent in the marker:
      * what the parent sees beyond it is the harness's own work per call. Runs before any
      * kernel code, so the kernel can neither stretch it nor rewrite the stand-in's length. */
+    if (check_only) {
+        prepare_call(0);
+        CALL(0, "first call:");
+        check_call(0, "first call:", 1);
+        char path[64];
+        for (int i = 0; i < n_arrays; i++)
+            if (arrays[i].is_output) {
+                snprintf(path, sizeof path, "out1_%d.bin", i);
+                write_file(path, arrays[i].buf[0], arrays[i].bytes);
+            }
+        FILE *r = fopen("result.txt", "w");
+        if (!r) die("cannot write result.txt");
+        fprintf(r, "check\nviolation %s\ndone\n", violation[0] ? violation : "none");
+        fclose(r);
+        return 0;
+    }
+
     double dry[DRY_ROUNDS];
     t_loop = now();
     mark('c', 0, -1);

@@ -1,0 +1,83 @@
+"""Check before timing: a wrong kernel costs one verified call, not the timing loop, and the
+check run is no way around the full protocol's checks."""
+from perfgym.evaluate import measure, prepare
+from perfgym.outcome import Status
+
+NAIVE_BODY = """
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    %s
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0.0;
+            for (int k = 0; k < K; k++) sum += A[i * K + k] * B[k * N + j];
+            C[i * N + j] = sum %s;
+        }
+}
+"""
+
+
+def kernel(prologue: str = "", bias: str = "") -> str:
+    return "```c\n#include <stddef.h>\n" + NAIVE_BODY % (prologue, bias) + "```"
+
+
+def run(task, text, config, size=None):
+    prepared = prepare(task, text, size or {"M": 64, "N": 64, "K": 64}, config)
+    assert not hasattr(prepared, "status"), prepared.message
+    return prepared, measure(prepared)
+
+
+def test_wrong_kernel_never_reaches_the_timing_run(dgemm, fast):
+    p, o = run(dgemm, kernel(bias="+ 1e-3"), fast)
+    assert o.status is Status.WRONG_ANSWER
+    assert "first input set" in o.message and o.timing is None
+    assert "check" in p.seconds and "run" not in p.seconds
+
+
+def test_correct_kernel_is_checked_then_timed(dgemm, fast):
+    p, o = run(dgemm, kernel(), fast)
+    assert o.status is Status.OK, o.message
+    assert {"check", "run"} <= set(p.seconds)
+    assert len(o.timing.samples) >= fast.min_samples
+
+
+def test_check_off_runs_the_whole_protocol_once(dgemm, fast):
+    p, o = run(dgemm, kernel(bias="+ 1e-3"), fast.replace(extra={"check_first": False}))
+    assert o.status is Status.WRONG_ANSWER
+    assert "run" in p.seconds and "check" not in p.seconds
+
+
+def test_right_only_on_a_process_first_call_fails_after_timing(dgemm, fast):
+    # Each harness process starts its statics afresh: the check run's one call and the full
+    # run's first call are both "first". The timed calls and the second set still expose it.
+    p, o = run(dgemm, kernel(prologue="static int calls; calls++;",
+                           bias="+ (calls > 1)"), fast)
+    assert o.status is Status.WRONG_ANSWER, o.message
+    assert "run" in p.seconds
+    assert "first input set" not in o.message
+
+
+def test_wrong_only_in_the_check_run_is_still_wrong(dgemm, fast):
+    # A kernel cannot tell the check run from the full run by its arguments, but one that is
+    # wrong on its first call anywhere fails at the check and never gets timed.
+    p, o = run(dgemm, kernel(prologue="static int calls; calls++;",
+                           bias="+ (calls == 1)"), fast)
+    assert o.status is Status.WRONG_ANSWER
+    assert "run" not in p.seconds
+
+
+def test_crash_in_the_check_run_is_reported_like_any_crash(dgemm, fast):
+    p, o = run(dgemm, kernel(prologue="C[-100000000] = 1.0;"), fast)
+    assert o.status is Status.RUNTIME_ERROR and "SIGSEGV" in o.message
+    assert "run" not in p.seconds
+
+
+def test_slow_wrong_kernel_costs_one_call_not_the_loop(dgemm, fast):
+    # At 256^3 the naive kernel takes tens of ms per call and the full protocol runs many calls:
+    # the check alone must take a small part of what the full run of the same kernel takes.
+    size = {"M": 256, "N": 256, "K": 256}
+    config = fast.replace(max_time=1.0, max_samples=30, min_samples=10, cv_target=0.0)
+    p_wrong, o_wrong = run(dgemm, kernel(bias="+ 1e-3"), config, size)
+    p_right, o_right = run(dgemm, kernel(), config, size)
+    assert o_wrong.status is Status.WRONG_ANSWER and o_right.status is Status.OK
+    assert p_wrong.seconds["check"] < 0.5 * p_right.seconds["run"], (p_wrong.seconds,
+                                                                     p_right.seconds)
