@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from perfgym import EvalConfig, evaluate, get_task, sandbox
-from perfgym.backends.pytorch import worker_env, worker_limits
+from perfgym.backends.torch.protocol import worker_env, worker_limits
 from perfgym.sandbox_python import sandbox_python
 
 OLD_WORKER = Path(__file__).with_name("inprocess_torch_worker.py")

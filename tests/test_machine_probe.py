@@ -11,7 +11,7 @@ import time
 import pytest
 
 from perfgym import Status, evaluate, machine
-from perfgym.evaluate import IMPLAUSIBLE_PEAK_FACTOR
+from perfgym.backends.c.measure import IMPLAUSIBLE_PEAK_FACTOR
 
 
 def perfgym(*args, env):
@@ -117,7 +117,7 @@ def test_a_disturbed_cache_is_measured_again_once_it_is_old(measured_under_load,
 
 
 def test_the_rate_bound_is_the_larger_of_the_two_and_still_rejects(dgemm):
-    from perfgym.evaluate import _rate_bound, implausible
+    from perfgym.backends.c.measure import _rate_bound, implausible
     info = machine.summary(machine.machine_info())
     bound = _rate_bound(dgemm, info)
     assert bound == max(IMPLAUSIBLE_PEAK_FACTOR * info["peak_gflops"], info["isa_bound_gflops"])

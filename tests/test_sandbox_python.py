@@ -118,14 +118,14 @@ def test_a_worker_that_cannot_start_is_not_charged_to_the_candidate(monkeypatch)
     GPU candidate was scored RUNTIME_ERROR. Now the host is blamed, with a HostError."""
     pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
     from perfgym import EvalConfig, evaluate, get_task
-    import perfgym.sandbox_python as sp
+    import perfgym.backends.torch.protocol as pt  # imported before the patch, or it would
+    import perfgym.sandbox_python as sp           # keep the broken one after this test
     broken = sp.SandboxPython(sp.sandbox_python().executable, {"PYTHONPATH": "/nonexistent"},
                               ())
     monkeypatch.setattr(sp, "sandbox_python", lambda: broken)
-    import perfgym.backends.pytorch as pt
     monkeypatch.setattr(pt, "sandbox_python", lambda: broken)
     task = get_task("relu")
-    solution = Path(pt.__file__).parent.parent / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
+    solution = Path(pt.__file__).parents[2] / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
     with pytest.raises(HostError, match="cannot import numpy"):
         evaluate(task, solution.read_text(), None, EvalConfig(use_cache=False))
 
@@ -135,8 +135,8 @@ def test_a_worker_killed_on_a_healthy_host_is_still_the_candidates_fault(monkeyp
     whose Python starts is the candidate's RUNTIME_ERROR, not a HostError."""
     pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
     from perfgym import EvalConfig, Status, evaluate, get_task
-    import perfgym.backends.pytorch as pt
-    solution = Path(pt.__file__).parent.parent / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
+    import perfgym.backends.torch.protocol as pt
+    solution = Path(pt.__file__).parents[2] / "tasks" / "builtin_gpu" / "solutions" / "relu.py"
     killer = "import os\nos.kill(os.getpid(), 9)\n" + solution.read_text()  # dies at import
     outcome = evaluate(get_task("relu"), killer, None,
                        EvalConfig(use_cache=False, extra={"static_rules": False}))

@@ -93,7 +93,7 @@ def test_trsm_reading_the_upper_triangle_fails(fast):
 
 def test_spmv_inputs_are_valid_csr():
     import numpy as np
-    from perfgym.backends.c import make_inputs
+    from perfgym.backends.c.build import make_inputs
     task = get_task("spmv")
     for size in task.sizes("all"):
         if size["N"] * size["R"] > 2_000_000:

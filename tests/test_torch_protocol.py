@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from perfgym import EvalConfig, Status, evaluate, get_task
-from perfgym.backends.tolerance import judge_for, mismatches
-from perfgym.backends.torch_session import speedup_lower_bound
+from perfgym.backends.torch.tolerance import judge_for, mismatches
+from perfgym.backends.torch.session import speedup_lower_bound
 from perfgym.outcome import Outcome
 from perfgym.rewards import score
 from perfgym.tasks import TaskError

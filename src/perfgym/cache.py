@@ -16,7 +16,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from .config import EvalConfig
-from .extract import normalize
 from .outcome import Outcome
 from .paths import cache_dir
 from .tasks import Task
@@ -40,11 +39,14 @@ def evaluator_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_key(task: Task, code: str, size: dict[str, int], config: EvalConfig,
-              machine_id: str, exact: bool = False) -> str:
-    """`exact`: hash the text as it is (Python, where indentation is meaning)."""
+def cache_key(task: Task, text: str, size: dict[str, int], config: EvalConfig,
+              machine_id: str) -> str:
+    """The key of one evaluation of `text` (a model's answer or a source file). The one place a
+    key is made: the task's backend says what of the text counts (for C the extracted kernel,
+    normalized; for Python the extracted code as it is)."""
+    from .backends import backend_for
     cfg = {k: v for k, v in config.to_dict().items() if k not in _NOT_IN_KEY}
-    text = code.rstrip() if exact else normalize(code)
+    text = backend_for(task).key_text(task, text)
     blob = json.dumps({"code": text, "task": task.name, "spec": task.spec_hash,
                        "size": size, "config": cfg, "machine": machine_id,
                        "evaluator": evaluator_digest()}, sort_keys=True)

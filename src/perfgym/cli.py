@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import machine as machine_mod
+from .backends import backend_for
 from .errors import HostError
 from .config import EvalConfig
 from .executors import Request, evaluate_many
@@ -93,13 +94,12 @@ def eval_cmd(
         raise UserError(f"--timeout must be positive, not {timeout:g}")
     if input_budget is not None and input_budget < 1:
         raise UserError(f"--input-budget must be at least 1 element, not {input_budget}")
-    torch_only = {"--allow-torch": allow_torch, "--kernelbench": kernelbench,
-                  "--input-budget": input_budget is not None}
-    if t.language != "torch" and any(torch_only.values()):
-        used = ", ".join(k for k, v in torch_only.items() if v)
-        raise UserError(f"{used}: for PyTorch tasks only, and {t.name!r} is a C task")
-    times = ({"torch_timeout": timeout} if t.language == "torch" else {"timeout": timeout}) \
-        if timeout is not None else {}
+    backend = backend_for(t)
+    given = {"--allow-torch": allow_torch, "--kernelbench": kernelbench,
+             "--input-budget": input_budget is not None}
+    if stray := [k for k, v in given.items() if v and k not in backend.own_flags]:
+        raise UserError(f"{', '.join(stray)}: not for {t.name!r}, a {backend.label} task")
+    times = {backend.timeout_field(): timeout} if timeout is not None else {}
     config = EvalConfig(opt=opt, stage=stage, verify=verify, threads=threads, compiler=cc,
                         march=march, strict_stages=strict_stages, use_cache=not no_cache,
                         require_custom_kernel=not allow_torch, kernelbench=kernelbench,
@@ -232,21 +232,10 @@ def tasks_show(name: str = typer.Argument(..., help="task name or directory"),
     t = get_task(name)
     if stage is not None and stage not in range(1, 7):
         raise UserError(f"stage {stage} does not exist: stages are 1-6")
-    if t.language == "torch":
-        console.print(f"[bold]{t.name}[/] (GPU, KernelBench format)  {t.path}", highlight=False)
-        console.rule("prompt")
-        console.print(generate_prompt(t, None, machine_mod.machine_info()), highlight=False,
-                      markup=False)
-        return
-    console.print(f"[bold]{t.name}[/] ({t.kind})  {t.directory}", highlight=False)
-    console.print(f"entry: {t.entry}", highlight=False, markup=False)
-    console.print(f"FLOPs: {t.flops}   bytes: {t.bytes}   reference: {t.reference}",
-                  highlight=False, markup=False)
-    console.print(f"verify: {t.verify_mode}, |got-expected| <= {t.atol:g} + {t.rtol:g}*|expected|",
-                  highlight=False)
-    for label in ("train", "heldout"):
-        console.print(f"{label} sizes: " + "; ".join(format_size(s) for s in t.sizes(label)),
-                      highlight=False)
+    first, *rest = backend_for(t).describe(t)
+    console.print(first, style="bold", highlight=False, markup=False)
+    for line in rest:
+        console.print(line, highlight=False, markup=False)
     console.rule("prompt")
     info = machine_mod.machine_info()
     console.print(generate_prompt(t, stage, info), highlight=False, markup=False)

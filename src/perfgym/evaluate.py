@@ -1,48 +1,26 @@
 """The evaluation pipeline: (task, model text, size, config) -> Outcome.
 
-    extract -> source checks -> stage rules -> build -> object audit -> link     (prepare)
-    run in the sandbox -> verify 4 answers -> parent's clock cross-check -> timing
-    plausibility -> numbers                                                       (measure)
+    prepare   the backend's extract, static checks and build (may run beside other builds)
+    measure   the backend's run, verification and timing (it takes the exclusive lane for
+              what it times)
+    finish    the speedup over the task's baseline, the one-line message, the cache
 
-`prepare` may run in parallel with other builds; `measure` runs in the exclusive benchmark lane.
-`evaluate` does both and consults the cache; executors call the two halves separately.
+What is language-specific lives in the task's backend (perfgym.backends); this module is the
+dispatch, the cache and the finish. `evaluate` does all three; executors call them separately.
 """
 from __future__ import annotations
 
-import math
-import secrets
-import shutil
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-
-import numpy as np
 
 from . import machine
-from .backends import c as cbackend
+from .backends import Prepared, backend_for
 from .cache import OutcomeCache, cache_key
-from .checks import check_source, detect_techniques, stage_violations
 from .config import EvalConfig
-from .lane import LANE
-from .extract import FormatError, extract_code
-from .outcome import Outcome, Status, Timing
-from .tasks import Task, format_size
-from .verify import compare, reference_outputs, sample_points
+from .outcome import Outcome, Status
+from .tasks import Task
 
-IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
-# (Strassen-like kernels do fewer FLOPs than the formula counts, so not 1.0)
-
-# The harness's times come from inside the kernel's process; the parent times the same calls by
-# when the harness's markers arrive (see cross_check). A reported median below the parent's by
-# more than both of these is tampering. Honest kernels on a loaded 2-core machine stayed well
-# inside: the parent's median at most 1.39x the harness's, and at most 0.34 ms above it for
-# calls under 5 ms (README, "The hostile suite").
-TAMPER_FACTOR = 2.0
-TAMPER_MARGIN = 1e-3  # seconds
-# How far the reported calls, added up, may run ahead of the parent's clock: by as much as the
-# parent read "@t 0" late. Generous: without real-time priority for the reader that reached
-# 15 ms under load.
-AHEAD_EPSILON = 50e-3  # seconds
+__all__ = ["Prepared", "baseline", "evaluate", "finish", "measure", "ok_message",
+           "outcome_cache", "prepare"]
 
 _cache: OutcomeCache | None = None
 
@@ -54,36 +32,24 @@ def outcome_cache() -> OutcomeCache:
     return _cache
 
 
-@dataclass
-class Prepared:
-    task: Task
-    code: str
-    size: dict[str, int]
-    config: EvalConfig
-    workdir: Path
-    techniques: list[str]
-    machine: dict
-    started: float
-    key: str | None = None
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-def _outcome(task: Task, size: dict, config: EvalConfig, status: Status, message: str,
-             details: str = "", started: float | None = None, **kw) -> Outcome:
-    return Outcome(status=status, task=task.name, sizes=dict(size), message=message,
-                   details=details, stage=config.stage, config=config.to_dict(),
-                   elapsed=time.monotonic() - started if started else 0.0, **kw)
+def _maker(task: Task, size: dict, config: EvalConfig, started: float, machine_info: dict,
+           techniques=None):
+    """outcome(status, message, details="", **fields): an Outcome with the common fields."""
+    def outcome(status: Status, message: str, details: str = "", **kw) -> Outcome:
+        kw.setdefault("techniques", list(techniques or []))
+        return Outcome(status=status, task=task.name, sizes=dict(size), message=message,
+                       details=details, stage=config.stage, config=config.to_dict(),
+                       elapsed=time.monotonic() - started, machine=machine_info, **kw)
+    return outcome
 
 
 def evaluate(task: Task, text: str, size: dict[str, int] | None = None,
-             config: EvalConfig = EvalConfig()) -> Outcome:
-    """Score one candidate (a C file's text or a model's answer) on one size."""
-    prepared = prepare(task, text, size, config)
+             config: EvalConfig | None = None) -> Outcome:
+    """Score one candidate (a source file's text or a model's answer) on one size."""
+    prepared = prepare(task, text, size, config or EvalConfig())
     if isinstance(prepared, Outcome):
         return prepared
-    with LANE.exclusive():
-        outcome = measure(prepared)
-    return finish(prepared, outcome)
+    return finish(prepared, measure(prepared))
 
 
 def prepare(task: Task, text: str, size: dict[str, int] | None,
@@ -91,304 +57,41 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
     """Everything before the timed run. Returns an Outcome when the candidate stops early
     (or is in the cache)."""
     started = time.monotonic()
+    backend = backend_for(task)
     size = dict(size or task.default_size)
     task.check_size(size)
     info = machine.summary(machine.machine_info(config.compiler))
-    fail = lambda status, msg, details="", **kw: _outcome(  # noqa: E731
-        task, size, config, status, msg, details, started, machine=info, **kw)
-    if task.language == "torch":
-        return _evaluate_torch(task, text, config, info, started, fail)
-
-    try:
-        code = extract_code(text, task.signature)
-    except FormatError as exc:
-        return fail(Status.FORMAT_ERROR, str(exc))
-
-    key = cache_key(task, code, size, config, info["id"]) if config.use_cache else None
-    if key:
-        hit = outcome_cache().get(key)
-        if hit is not None:
-            return hit
-
-    def done(outcome: Outcome) -> Outcome:
-        if key:
-            outcome_cache().put(key, outcome)
-        return outcome
-
-    def stage_failure(found: dict[str, str]) -> Outcome | None:
-        broken = (stage_violations(found, config.stage, config.strict_stages)
-                  if config.stage is not None else [])
-        return done(fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
-                         techniques=sorted(found))) if broken else None
-
-    reason = check_source(code, task.forbidden_calls)
-    if reason:
-        return done(fail(Status.LIBRARY_VIOLATION, reason))
-    found = detect_techniques(code)
-    if failed := stage_failure(found):
-        return failed
-
-    workdir = cbackend.sandbox.make_workdir()
-    try:
-        with LANE.shared():
-            build = cbackend.build(task, code, config, workdir)
-    except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    if not build.ok:
-        shutil.rmtree(workdir, ignore_errors=True)
-        if build.violation:
-            return done(fail(Status.LIBRARY_VIOLATION, build.message, techniques=sorted(found)))
-        return done(fail(Status.COMPILE_ERROR, build.message, build.details,
-                         techniques=sorted(found)))
-    # Object-level evidence (OpenMP runtime calls, prefetch instructions) cannot hide in macros.
-    found = detect_techniques(code, build.facts.undefined, build.facts.mnemonics)
-    if failed := stage_failure(found):
-        shutil.rmtree(workdir, ignore_errors=True)
-        return failed
-    return Prepared(task, code, size, config, workdir, sorted(found), info, started, key,
-                    {"build": build.seconds})
-
-
-def _evaluate_torch(task, text: str, config: EvalConfig, info: dict, started: float,
-                    fail) -> Outcome:
-    """PyTorch/Triton/CUDA tasks: the backend runs the whole protocol in one worker."""
-    from .backends import pytorch
-    key = cache_key(task, text, {}, config, info["id"], exact=True) if config.use_cache else None
+    key = cache_key(task, text, size, config, info["id"]) if config.use_cache else None
     if key and (hit := outcome_cache().get(key)) is not None:
         return hit
-    outcome = pytorch.evaluate_torch(task, text, config, info, started, fail)
-    outcome.elapsed = time.monotonic() - started
-    if key:
-        outcome_cache().put(key, outcome)
-    return outcome
+    prepared = backend.prepare(task, text, size, config, info, started,
+                               _maker(task, size, config, started, info))
+    if isinstance(prepared, Outcome):
+        if key:
+            outcome_cache().put(key, prepared)
+        return prepared
+    prepared.key = key
+    return prepared
 
 
 def measure(p: Prepared) -> Outcome:
-    """Run, verify and time a prepared candidate. Call inside the exclusive lane."""
+    """Run, verify and time a prepared candidate (one at a time: the backend takes the
+    exclusive lane while it times)."""
+    backend = backend_for(p.task)
     try:
-        return _measure(p)
+        return backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
+                                         p.techniques))
     finally:
-        if not p.config.extra.get("keep_workdir"):
-            shutil.rmtree(p.workdir, ignore_errors=True)
-
-
-def _measure(p: Prepared) -> Outcome:
-    task, size, config = p.task, p.size, p.config
-    fail = lambda status, msg, details="", **kw: _outcome(  # noqa: E731
-        task, size, config, status, msg, details, p.started, machine=p.machine,
-        techniques=p.techniques, **kw)
-
-    seed = config.seed if config.seed is not None else secrets.randbits(63)
-    rng = np.random.default_rng(seed)
-    inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng) for _ in range(2)])
-    cbackend.write_manifest(task, size, inputs, config, p.workdir, int(rng.integers(1, 2**62)))
-    order = cbackend.pointer_order(task)
-
-    # Check before timing: one call on the first input set, verified, so a wrong kernel costs
-    # one call and not the timing loop. The full run below repeats and verifies that call too.
-    # (extra["check_first"] = False turns it off, for benchmarks/eval_throughput.py only.)
-    refs: dict[str, dict] = {}  # reference outputs by input set, computed once
-    if config.extra.get("check_first", True):
-        ran = _run_harness(p, order, fail, check_only=True)
-        if isinstance(ran, Outcome):
-            return ran
-        first = [("the first input set", inputs.sets[0],
-                  _outputs(task, size, order, p.workdir, 1))]
-        verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
-        if verdict_msg:
-            return fail(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
-        for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
-            (p.workdir / stale).unlink(missing_ok=True)
-
-    ran = _run_harness(p, order, fail)
-    if isinstance(ran, Outcome):
-        return ran
-    result, report = ran
-    verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng,
-                                         refs)
-    if verdict_msg:
-        return fail(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
-
-    problem, seen = cross_check(report["samples"], result.markers)
-    if problem:
-        return fail(Status.WRONG_ANSWER, f"tampering: {problem}", _seen_summary(seen),
-                    parent_check=seen)
-    # Each call costs what the harness reported or what the parent saw, whichever is more:
-    # work hidden from the harness's clock but inside the slack is still paid for.
-    pairs = list(zip(report["samples"], seen["parent_samples"]))
-    samples = [max(r, p) for r, p in pairs]
-    seen["charged"] = sum(p > r for r, p in pairs)  # calls that cost the parent's figure
-    timing = Timing.from_samples(samples, report["warmups"], config.cv_target)
-    flops, nbytes = task.flop_count(size), task.byte_count(size)
-    gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
-    gbps = nbytes / timing.median / 1e9 if timing.median > 0 else math.inf
-    peak = _peak_for(task, p.machine)
-    if why := implausible(samples, result.wall, gflops if flops else None,
-                          _rate_bound(task, p.machine)):
-        return fail(Status.WRONG_ANSWER, f"timing implausible: {why}")
-    # the bandwidth roof for this working set: a cache-resident one streams faster than DRAM
-    bandwidth = machine.bandwidth_for(p.machine, task.total_bytes(size))
-    roof = roofline(flops, nbytes, peak, bandwidth)
-    return _outcome(task, size, config, Status.OK, "", "", p.started, machine=p.machine,
-                    techniques=p.techniques, timing=timing, gflops=gflops if flops else None,
-                    gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
-                    fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
-                    bound=roof[1] if roof else None, max_error=max_error, parent_check=seen)
-
-
-def _run_harness(p: Prepared, order: list[str], fail, check_only: bool = False):
-    """Run the harness (the whole protocol, or the check call) and read its report. Returns
-    (the run, the report), or the Outcome of a run that did not end well."""
-    result = cbackend.run(p.task, p.size, p.config, p.workdir, check_only=check_only)
-    p.seconds["check" if check_only else "run"] = result.wall
-    if failed := _run_failure(result, p.config, p.size, fail):
-        return failed
-    report = _read_report(p.workdir / "result.txt", check=check_only)
-    if report is None:
-        return fail(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended the "
-                    "process)", result.stderr[-2000:])
-    if report["violation"] != "none":
-        return fail(Status.WRONG_ANSWER, _violation_message(report["violation"], order))
-    return result, report
-
-
-def _run_failure(result, config: EvalConfig, size: dict, fail) -> Outcome | None:
-    """The outcome of a harness run that did not end normally, or None."""
-    if result.timed_out:
-        return fail(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
-                    f"({format_size(size)})", result.stderr[-2000:])
-    if result.output_overflow:
-        printed = [ln for ln in result.stdout.splitlines() if not ln.startswith("@")]
-        return fail(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "
-                    "print", "\n".join(printed)[:500])
-    if result.killed_by:
-        return fail(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
-                    result.stderr[-2000:])
-    if result.returncode != 0:
-        detail = (result.stderr.strip().splitlines() or [""])[-1]
-        return fail(Status.RUNTIME_ERROR, f"exited with status {result.returncode}"
-                    + (f": {detail}" if detail else ""), result.stderr[-2000:])
-    return None
-
-
-def cross_check(reported: list[float], markers: list[tuple[float, str]]
-                ) -> tuple[str | None, dict]:
-    """Check the harness's per-call times against the parent's clock. `markers` are the
-    harness's progress lines with their arrival times: "@c 0", then "@c d SECONDS" after dry
-    round d, where a busy wait of SECONDS stood in for the kernel (before any kernel code ran);
-    then "@t 0" and "@t k" after timed call k. The parent's time of call k is the interval
-    before "@t k" less the harness's own work per call: the median over the dry rounds of the
-    interval beyond the stand-in. Returns (what disagreed, or None; the figures)."""
-    fields = [line.split() for _, line in markers]
-    labels = [" ".join(f[:2]) for f in fields]
-    n_dry = sum(label.startswith("@c ") for label in labels) - 1
-    n_timed = sum(label.startswith("@t ") for label in labels) - 1
-    expected = [f"@c {d}" for d in range(n_dry + 1)] + [f"@t {k}" for k in range(n_timed + 1)]
-    try:
-        stand_ins = [float(f[2]) for f in fields[1:n_dry + 1]]
-    except (IndexError, ValueError):
-        stand_ins = []
-    if labels != expected or n_dry < 1 or n_timed < 1 or len(stand_ins) != n_dry:
-        return ("the harness's progress markers to the parent are missing or out of order",
-                {"markers": len(labels), "reported_samples": list(reported)})
-    times = np.array([t for t, _ in markers])
-    overhead = max(0.0, _median(np.diff(times[:n_dry + 1]) - stand_ins))
-    timed = times[n_dry + 1:]
-    parent = [max(0.0, float(i) - overhead) for i in np.diff(timed)]
-    seen = {"overhead": overhead, "reported_median": _median(reported),
-            "parent_median": _median(parent), "reported_samples": list(reported),
-            "parent_samples": parent}
-    if n_timed != len(reported):
-        return (f"the harness reported {len(reported)} timed calls but announced {n_timed} to "
-                "the parent", seen)
-    # Call by call, the reported times cannot add up to more than the parent saw pass from
-    # "@t 0" to "@t k": the calls ran one after another between them.
-    ahead = np.cumsum(reported) - (timed[1:] - timed[0])
-    k = int(np.argmax(ahead))
-    if ahead[k] > AHEAD_EPSILON:
-        return (f"the harness reported {_ms(sum(reported[:k + 1]))} for the first {k + 1} timed "
-                f"calls but the parent saw only {_ms(timed[k + 1] - timed[0])} pass", seen)
-    rep, par = seen["reported_median"], seen["parent_median"]
-    if par > max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN):
-        return (f"the harness reported {_ms(rep)} per call but the parent saw {_ms(par)} "
-                "(medians)", seen)
-    return None, seen
-
-
-def _median(xs) -> float:
-    return float(np.median(xs)) if len(xs) else 0.0
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
-
-
-def _seen_summary(seen: dict) -> str:
-    if "overhead" not in seen:
-        return f"markers seen: {seen['markers']}"
-    return (f"harness: median {_ms(seen['reported_median'])} over "
-            f"{len(seen['reported_samples'])} calls; parent: median {_ms(seen['parent_median'])} "
-            f"over {len(seen['parent_samples'])} calls (each less {_ms(seen['overhead'])} of "
-            "harness work)")
-
-
-def implausible(samples: list[float], run_wall: float, gflops: float | None,
-                bound: float | None) -> str | None:
-    """Why measured times cannot be true, or None. The last guard behind the harness's own:
-    samples that are not positive or add up to more than the whole run took, or a rate above
-    `bound`, which no correct kernel reaches on this machine (see `_rate_bound`)."""
-    if not samples or min(samples) <= 0:
-        return "a timed call took no time (the timer was tampered with)"
-    if sum(samples) > run_wall:
-        return "the timed calls add up to more than the whole run took (the timer was tampered with)"
-    if bound and gflops is not None and gflops > bound:
-        return (f"{gflops:.1f} GFLOP/s is above what this machine can reach ({bound:.1f}); the "
-                "kernel cannot have done the work in that time")
-    return None
-
-
-def _is_fp32(task: Task) -> bool:
-    outs = [a.dtype for a in task.arrays.values() if a.role == "out"]
-    return bool(outs) and outs[0] == "float32"
-
-
-def _peak_for(task: Task, machine_summary: dict) -> float | None:
-    """The measured FMA peak in the task's precision (float32 kernels get the FP32 peak)."""
-    return machine_summary.get("peak_gflops_fp32" if _is_fp32(task) else "peak_gflops")
-
-
-def _rate_bound(task: Task, machine_summary: dict) -> float | None:
-    """A rate no correct kernel reaches: the larger of IMPLAUSIBLE_PEAK_FACTOR x the measured
-    peak and the ISA's theoretical peak. The second cannot be too low, so a peak measured while
-    a neighbour held the CPU never fails a correct kernel."""
-    peak = _peak_for(task, machine_summary)
-    isa = machine_summary.get("isa_bound_gflops_fp32" if _is_fp32(task) else "isa_bound_gflops")
-    bounds = [b for b in (peak and IMPLAUSIBLE_PEAK_FACTOR * peak, isa) if b]
-    return max(bounds) if bounds else None
-
-
-def roofline(flops: float, nbytes: float, peak: float | None,
-             bandwidth: float | None) -> tuple[float, str] | None:
-    """(attainable rate, which roof): GFLOP/s = min(peak, intensity x bandwidth); for kernels
-    that do no arithmetic, GB/s against the bandwidth."""
-    if not bandwidth:
-        return None
-    if not flops:
-        return bandwidth, "memory"
-    if not peak:
-        return None
-    memory_roof = flops / nbytes * bandwidth if nbytes else math.inf
-    return (memory_roof, "memory") if memory_roof < peak else (peak, "compute")
+        backend.cleanup(p)
 
 
 def finish(p: Prepared, outcome: Outcome) -> Outcome:
     """Add the speedup over the task's baseline, a one-line message, and cache the result."""
-    if outcome.ok and p.config.compare_baseline:
+    if outcome.ok and p.config.compare_baseline and backend_for(p.task).separate_baseline:
         base = baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median
-    if outcome.ok:
+    if outcome.ok and not outcome.message:
         outcome.message = ok_message(outcome)
     outcome.elapsed = time.monotonic() - p.started
     if p.key:
@@ -397,7 +100,7 @@ def finish(p: Prepared, outcome: Outcome) -> Outcome:
 
 
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
-    """The task's naive kernel at the same size and flags (cached like any candidate)."""
+    """The task's baseline kernel at the same size and flags (cached like any candidate)."""
     return evaluate(task, task.baseline.read_text(), size,
                     config.replace(stage=None, compare_baseline=False, use_cache=True,
                                    seed=None))
@@ -414,105 +117,3 @@ def ok_message(o: Outcome) -> str:
     return "; ".join(parts)
 
 
-def _signal_message(name: str, config: EvalConfig) -> str:
-    hints = {
-        "SIGSEGV": "a memory access outside the arrays (arrays end at a guard page)",
-        "SIGBUS": "a misaligned or invalid memory access",
-        "SIGFPE": "an arithmetic fault such as integer division by zero",
-        "SIGILL": "an instruction this CPU does not have; " + cbackend.isa_hint(config),
-        "SIGABRT": "the kernel aborted (assert or abort)",
-        "SIGXCPU": "the CPU-time limit was exceeded",
-        "SIGXFSZ": "the file-size limit was exceeded",
-        "SIGKILL": "killed (memory or process limit)",
-    }
-    return f"crashed with {name}: {hints.get(name, 'killed by a signal')}"
-
-
-def _violation_message(violation: str, order: list[str]) -> str:
-    # e.g. "timed call: array 0 input modified", or "warm-up: stack written"
-    if violation.endswith("stack written"):
-        phase = violation[: -len("stack written")].strip().rstrip(":")
-        return (f"the kernel wrote into the harness's stack ({phase}): tampering with the "
-                "timer is not allowed")
-    phase, _, rest = violation.partition(" array ")
-    idx, _, what = rest.partition(" ")
-    name = order[int(idx)] if idx.isdigit() and int(idx) < len(order) else f"#{idx}"
-    if what == "input modified":
-        return f"the kernel modified its input {name} ({phase.rstrip(':')}); inputs are read-only"
-    return f"the kernel wrote outside the bounds of {name} ({phase.rstrip(':')})"
-
-
-def _read_report(path: Path, check: bool = False) -> dict | None:
-    """result.txt of a full run (warm-ups, samples, violation) or, with `check`, of a check
-    run (its first line "check", then the violation)."""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not lines or lines[-1] != "done" or (lines[0] == "check") != check:
-        return None
-    report: dict = {}
-    for line in lines:
-        key, _, rest = line.partition(" ")
-        if key == "warmups":
-            report["warmups"] = int(rest)
-        elif key == "samples":
-            vals = rest.split()
-            report["samples"] = [float(v) for v in vals[1:]]
-        elif key == "violation":
-            report["violation"] = rest
-    if "violation" not in report or (not check and not report.get("samples")):
-        return None
-    return report
-
-
-def _load(workdir: Path, name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    return np.fromfile(workdir / name, dtype=dtype).reshape(shape)
-
-
-def _outputs(task: Task, size: dict, order: list[str], workdir: Path, s: int) -> dict:
-    """The outputs the harness saved for input set `s` (1 or 2)."""
-    return {n: _load(workdir, f"out{s}_{order.index(n)}.bin", task.arrays[n].dtype,
-                     task.shape(n, size))
-            for n in order if task.arrays[n].role == "out"}
-
-
-def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
-                order: list[str], workdir: Path, rng: np.random.Generator,
-                refs: dict) -> tuple[tuple[str, str] | None, float]:
-    """Check the four answers the harness kept. Returns ((message, details) or None, max err)."""
-    checks = [("the first input set", inputs.sets[0], _outputs(task, size, order, workdir, 1)),
-              ("the second input set", inputs.sets[1], _outputs(task, size, order, workdir, 2))]
-    outputs = [n for n in order if task.arrays[n].role == "out"]
-    for snap, label in (("chosen", "a timed call"), ("last", "the last timed call")):
-        arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].dtype,
-                         task.shape(n, size))
-                for i, n in enumerate(order)}
-        checks.append((label, {n: arrs[n] for n in order if n not in outputs},
-                       {n: arrs[n] for n in outputs}))
-    return _verify(task, size, config, checks, rng, refs)
-
-
-def _verify(task: Task, size: dict, config: EvalConfig, checks: list,
-            rng: np.random.Generator, refs: dict) -> tuple[tuple[str, str] | None, float]:
-    """Compare each (label, inputs, outputs) with the reference. Returns ((message, details)
-    or None, the largest error seen). `refs` keeps the input sets' reference outputs by label
-    (the timed calls' perturbed inputs differ every time and are not kept)."""
-    mode = config.verify or task.verify_mode
-    max_error = 0.0
-    for label, ins, got in checks:
-        if not label.endswith("input set"):
-            ref = reference_outputs(task, ins, size)
-        else:
-            if label not in refs:
-                refs[label] = reference_outputs(task, ins, size)
-            ref = refs[label]
-        for name, value in got.items():
-            points = sample_points(value.shape, rng) if mode == "sampled" else None
-            v = compare(name, value, ref[name], task.rtol, task.atol, points)
-            max_error = max(max_error, v.max_error)
-            if not v.ok:
-                return (f"wrong answer on {label}: {v.where}",
-                        f"verification: {mode}; tolerance |got-expected| <= {task.atol:g} + "
-                        f"{task.rtol:g}*|expected|"), max_error
-    return None, max_error

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .backends.c import compiler_version
+from .backends.c.build import compiler_version
 from .errors import HostError
 from .paths import cache_dir
 

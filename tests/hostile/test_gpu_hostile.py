@@ -201,7 +201,7 @@ def test_wide_softmax_premise_and_fairness(wide_softmax):
     tolerance on its outputs, the judge therefore scales it, and a right answer still passes."""
     import numpy as np
     import torch
-    from perfgym.backends.tolerance import KERNELBENCH, Judge, judge_for, mismatches
+    from perfgym.backends.torch.tolerance import KERNELBENCH, Judge, judge_for, mismatches
     namespace: dict = {}
     exec(WIDE_SOFTMAX, namespace)
     torch.manual_seed(1)

@@ -87,11 +87,11 @@ def test_stack_walking_timer_tamper_is_named(dgemm, fast):
     ([1e-6] * 5, 1.0, 5000.0, "above what this machine"),   # faster than the machine can go
 ])
 def test_faked_timings_are_rejected(samples, wall, gflops, fragment):
-    from perfgym.evaluate import implausible
+    from perfgym.backends.c.measure import implausible
     assert fragment in implausible(samples, wall, gflops, bound=225.0)
 
 
 def test_honest_timings_pass():
-    from perfgym.evaluate import implausible
+    from perfgym.backends.c.measure import implausible
     assert implausible([1e-3] * 10, 1.0, 140.0, bound=225.0) is None
     assert implausible([1e-3] * 10, 1.0, None, bound=None) is None  # no FLOPs: no rate bound

@@ -10,8 +10,8 @@ import pytest
 
 from perfgym import Status, evaluate
 from perfgym import sandbox
-from perfgym.backends import c as cbackend
-from perfgym.evaluate import TAMPER_MARGIN, cross_check
+from perfgym.backends.c import build as cbackend
+from perfgym.backends.c.measure import TAMPER_MARGIN, cross_check
 
 CANDIDATES = Path(__file__).parent / "candidates"
 

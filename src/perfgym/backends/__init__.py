@@ -1,1 +1,115 @@
-"""One module per kernel language; each turns (task, code, size, config) into measurements."""
+"""Backends: one per kernel language, registered by name as Gymnasium registers environments.
+
+A backend owns everything about a language: which code blocks it reads, what the cache key
+hashes, the static checks, build, run, verification and timing, and what prompts say. The rest
+of perfgym (evaluate, executors, prompts, search, serve, CLI) asks `backend_for(task)` and never
+looks at `task.language` itself.
+
+Adding a language is one folder under backends/ with a `BACKEND` object and one line in
+REGISTRY (README, "Adding a backend").
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+# language -> the module whose BACKEND serves it (imported on first use: the PyTorch backend's
+# module must not make a C-only user import torch)
+REGISTRY: dict[str, str] = {
+    "c": "perfgym.backends.c",
+    "torch": "perfgym.backends.torch",
+}
+
+
+class UnknownLanguage(ValueError):
+    pass
+
+
+@dataclass
+class Prepared:
+    """A candidate that passed everything before its timed run. `state` holds what the
+    backend's measure needs (a work directory, an audit)."""
+
+    task: Any
+    code: str
+    size: dict[str, int]
+    config: Any
+    machine: dict
+    started: float
+    techniques: list[str] = field(default_factory=list)
+    workdir: Path | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+# fail(status, message, details="", **outcome_fields) -> Outcome, with the common fields filled
+Fail = Callable[..., Any]
+
+
+class Backend:
+    """What every backend provides. Subclasses set the attributes and implement the methods."""
+
+    language: str = ""
+    label: str = ""  # what users read: "C/OpenMP"
+    fences: tuple[str, ...] = ()  # the code-block tags its extraction reads
+    # True: speedups come from timing the task's baseline kernel as a candidate of its own
+    # (cached); False: the backend times its reference in the same session.
+    separate_baseline: bool = True
+    # what search asks first of the task's seed: "improve" a shipped naive kernel, or "generate"
+    # from the task's reference
+    seed_op: str = "improve"
+    # EvalConfig fields that only this backend reads, with the CLI flags that set them
+    own_flags: tuple[str, ...] = ()
+
+    def extract(self, task, text: str) -> str:
+        """The kernel in a model's answer (or a source file's text); raises ValueError (a
+        FormatError) when there is none."""
+        raise NotImplementedError
+
+    def key_text(self, task, text: str) -> str:
+        """What the cache key hashes for this answer: two answers with the same key text get
+        the same verdict."""
+        raise NotImplementedError
+
+    def prepare(self, task, text: str, size: dict[str, int], config, machine: dict,
+                started: float, fail: Fail) -> Prepared | Any:
+        """Everything before the timed run (extract, static checks, build). Returns a Prepared,
+        or the Outcome of a candidate that stopped early. May run beside other builds."""
+        raise NotImplementedError
+
+    def measure(self, p: Prepared, fail: Fail) -> Any:
+        """Run, verify and time a Prepared candidate; called inside the exclusive lane."""
+        raise NotImplementedError
+
+    def cleanup(self, p: Prepared) -> None:
+        """Free what prepare left for measure (called after measure, or instead of it)."""
+
+    def timeout_field(self) -> str:
+        """The EvalConfig field `--timeout` sets."""
+        return "timeout"
+
+    def generate_prompt(self, task, **kw) -> str:
+        raise NotImplementedError
+
+    def expand_prompt(self, task, op: str, **kw) -> str:
+        raise NotImplementedError
+
+    def describe(self, task) -> list[str]:
+        """Lines for `perfgym tasks show` above the prompt."""
+        return [f"{task.name} ({self.label})"]
+
+
+def backend(language: str) -> Backend:
+    """The backend registered for `language`."""
+    module = REGISTRY.get(language)
+    if module is None:
+        raise UnknownLanguage(f"no backend for language {language!r}: perfgym has "
+                              f"{', '.join(sorted(REGISTRY))}")
+    return importlib.import_module(module).BACKEND
+
+
+def backend_for(task) -> Backend:
+    return backend(task.language)

@@ -8,7 +8,7 @@ settings or operator overrides; no use of the reference Model. It must contain a
 own (@triton.jit, or __global__ code given to load_inline). Precision downcasts are flagged.
 
 Python offers too many doors for rules like these to be the wall. The wall is the process
-boundary (backends/torch_session.py): the reference, the comparison and the parent's clock run
+boundary (backends/torch/session.py): the reference, the comparison and the parent's clock run
 where candidate code never does. `audit_python(..., enforce=False)` keeps only what the backend
 needs to know (the kernels, a ModelNew), so the tests can show the wall holds without them.
 """

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
+from ..backends import backend_for
 from ..evaluate import Prepared, baseline, finish, measure, prepare
 from ..outcome import Outcome
 from ..tasks import Task
-from ..lane import LANE
 
 
 @dataclass
@@ -41,8 +41,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         size = r.size or r.task.default_size
         key = (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
                r.config.replace(stage=None, seed=None, use_cache=True))
-        # (GPU tasks time their PyTorch reference inside the same worker instead)
-        if r.config.compare_baseline and r.task.language == "c" \
+        # (a backend without a separate baseline times its reference in the same session)
+        if r.config.compare_baseline and backend_for(r.task).separate_baseline \
                 and key not in seen:
             seen.add(key)
             baseline(r.task, size, r.config)
@@ -73,10 +73,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
                 i, item = ready.get()
                 if isinstance(item, BaseException):
                     raise item
-                if isinstance(item, Prepared):
-                    with LANE.exclusive():
-                        outcome = measure(item)
-                    item = finish(item, outcome)
+                if isinstance(item, Prepared):  # measure takes the lane for what it times
+                    item = finish(item, measure(item))
                 record(i, item)
         finally:
             if bar:

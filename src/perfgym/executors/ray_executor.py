@@ -95,9 +95,8 @@ class RayExecutor:
         index = {}
         for i, r in enumerate(requests):
             if machine_id and r.config.use_cache:
-                exact = r.task.language != "c"
                 keys[i] = cache_key(r.task, r.text, dict(r.size or r.task.default_size),
-                                    r.config, machine_id, exact=exact)
+                                    r.config, machine_id)
                 if (hit := outcome_cache().get(keys[i])) is not None:
                     results[i] = hit  # answered here: no round trip to the cluster
                     if on_result:

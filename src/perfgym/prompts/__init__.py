@@ -6,10 +6,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..checks.source import ALLOWED_HEADERS
+from ..backends import backend_for
 from ..checks.stages import describe_stage
 from ..config import EvalConfig
-from ..tasks import Task, format_size
+from ..tasks import Task
 
 
 def template(name: str, override_dir: Path | None = None) -> str:
@@ -54,15 +54,8 @@ def generate_prompt(task: Task, stage: int | None = None, machine: dict | None =
                     size: dict[str, int] | None = None, override_dir: Path | None = None,
                     config: EvalConfig | None = None) -> str:
     """The prompt that asks a model for a fast kernel for `task` from scratch."""
-    if task.language == "torch":
-        return template("generate_torch", override_dir).format(
-            description=task.description, source=task.source.strip(),
-            machine=machine_facts(machine))
-    return template("generate", override_dir).format(
-        description=task.description, entry=task.entry,
-        size=format_size(size or task.default_size), stage_rules=stage_rules(stage),
-        machine=machine_facts(machine), headers=", ".join(sorted(ALLOWED_HEADERS)),
-        compile=compile_line(config))
+    return backend_for(task).prompt(task, "generate", stage=stage, machine=machine, size=size,
+                                    override_dir=override_dir, config=config)
 
 
 OPS = ("generate", "improve", "deepen", "repair")
@@ -95,14 +88,6 @@ def expand_prompt(task: Task, op: str, parent_code: str | None = None,
         raise ValueError(f"prompt op {op!r} is not one of {', '.join(OPS)}")
     if op == "generate" or parent_code is None:
         return generate_prompt(task, stage, machine, size, override_dir, config)
-    if task.language == "torch":
-        name = "repair_torch" if op == "repair" else "improve_torch"
-        return template(name, override_dir).format(
-            description=task.description, source=task.source.strip(),
-            parent_code=parent_code.strip(), feedback=feedback(parent_outcome),
-            machine=machine_facts(machine))
-    return template(op, override_dir).format(
-        description=task.description, entry=task.entry, parent_code=parent_code.strip(),
-        feedback=feedback(parent_outcome), size=format_size(size or task.default_size),
-        stage_rules=stage_rules(stage), machine=machine_facts(machine),
-        headers=", ".join(sorted(ALLOWED_HEADERS)), compile=compile_line(config))
+    return backend_for(task).prompt(task, op, parent_code, feedback(parent_outcome), stage=stage,
+                                    machine=machine, size=size, override_dir=override_dir,
+                                    config=config)

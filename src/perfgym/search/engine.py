@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..config import EvalConfig
 from ..executors import Request, evaluate_many
-from ..extract import FormatError, extract_code
+from ..backends import backend_for
 from ..outcome import Outcome
 from ..policies import Policy
 from ..prompts import expand_prompt
@@ -47,12 +47,8 @@ def parent_code(task: Task, parent: Candidate | None) -> str | None:
     if parent is None:
         return None
     try:
-        if task.language == "torch":
-            from ..backends.pytorch import extract_python as extract
-            code = extract(parent.completion)
-        else:
-            code = extract_code(parent.completion, task.signature)
-    except (FormatError, ValueError):  # no usable code block: the start of what it wrote
+        code = backend_for(task).extract(task, parent.completion)
+    except ValueError:  # no usable code block (every FormatError is one): what it wrote
         code = parent.completion.replace("```", "")
     if len(code) > PARENT_CODE_CHARS:
         code = code[:PARENT_CODE_CHARS] + "\n/* ... cut: the rest of the parent's code */"

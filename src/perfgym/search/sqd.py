@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..backends import backend_for
 from ..outcome import Status
 from ..store import Candidate
 from .engine import Engine, Step
@@ -100,8 +101,7 @@ class SQD:
 
     def plan(self, t: int, seed: Candidate, pool: dict[int, list[Candidate]]) -> list[Step]:
         stages = self.config.stages
-        # GPU tasks: the seed is the PyTorch reference, which a model rewrites from scratch
-        seed_op = "generate" if self.engine.task.language == "torch" else "improve"
+        seed_op = backend_for(self.engine.task).seed_op
         nodes: list[tuple[Candidate, str, int]] = [(seed, seed_op, stages[0])]
         for s in sorted(pool):
             top, mid, err = select(pool[s], self.config.ratios)

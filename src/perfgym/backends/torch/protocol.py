@@ -2,7 +2,7 @@
 
 The candidate's process is compromised: it runs in a sandboxed worker of its own, the
 reference in another, and this process (which no candidate code touches) makes the inputs
-travel, compares the outputs and cross-checks the times (torch_session.py says how). The static
+travel, compares the outputs and cross-checks the times (session.py says how). The static
 rules below are a first filter for honest mistakes and obvious tricks, never the wall. Without
 a GPU, Triton runs in interpreter mode and plain PyTorch on the CPU (timings labelled as CPU
 and never mixed with GPU figures); CUDA sources are compile-checked with nvcc when it is there.
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import sandbox
-from ..checks.python_rules import PythonAudit, audit_python
-from ..config import EvalConfig
-from ..outcome import Outcome, Status, Timing
-from ..sandbox_python import SandboxPython, check_starts, sandbox_python
-from ..tasks.spec import TaskError
-from .torch_channel import Worker, WorkerDied, WorkerTimeout
-from .torch_session import (ReferenceDied, ReferenceFailed, Session, TimingResult, Verdict,
+from ... import sandbox
+from ...checks.python_rules import PythonAudit, audit_python
+from ...config import EvalConfig
+from ...outcome import Outcome, Status, Timing
+from ...sandbox_python import SandboxPython, check_starts, sandbox_python
+from ...tasks.spec import TaskError
+from .channel import Worker, WorkerDied, WorkerTimeout
+from .session import (ReferenceDied, ReferenceFailed, Session, TimingResult, Verdict,
                             speedup_lower_bound)
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -111,14 +111,10 @@ def worker_limits(config: EvalConfig) -> sandbox.Limits:
                           output_bytes=256 << 10)
 
 
-def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: float,
-                   outcome) -> Outcome:
-    """The whole protocol for one candidate. `outcome(status, message, details, **kw)` builds
-    the Outcome with the common fields."""
-    try:
-        code = extract_python(text)
-    except FormatError as exc:
-        return outcome(Status.FORMAT_ERROR, str(exc))
+def check_statically(code: str, config: EvalConfig, outcome) -> tuple[PythonAudit, str] | Outcome:
+    """The static rules and, for CUDA sources without a GPU, nvcc: (the audit, the device the
+    session will run on), or the Outcome of a candidate that stops here.
+    `outcome(status, message, details, **kw)` builds the Outcome with the common fields."""
     enforce = config.extra.get("static_rules", True)  # off only to test the wall behind them
     audit: PythonAudit = audit_python(code, config.require_custom_kernel, enforce=enforce)
     if audit.violation:
@@ -138,7 +134,7 @@ def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: 
                            diag, flags=audit.flags)
         return outcome(Status.RUNTIME_ERROR, "no GPU on this machine: the CUDA source "
                        "compiles (nvcc) but cannot run here", diag, flags=audit.flags)
-    return _run_session(task, code, config, audit, device, outcome)
+    return audit, device
 
 
 # On the CPU, a pair of worker processes carries a bias of its own that the paired calls inside
@@ -148,7 +144,8 @@ def evaluate_torch(task, text: str, config: EvalConfig, machine: dict, started: 
 CPU_REPLICATES = 2
 
 
-def _run_session(task, code, config, audit, device, outcome) -> Outcome:
+def run_session(task, code, config, audit, device, outcome) -> Outcome:
+    """Workers started, answers checked, both models timed (in the exclusive lane)."""
     flags = list(audit.flags)
     runs: list[tuple[TimingResult, dict]] = []
     while True:
@@ -166,7 +163,7 @@ def _run_session(task, code, config, audit, device, outcome) -> Outcome:
 def _one_session(task, code, config, audit, device, outcome, flags):
     """Start the three workers, check, time; a TimingResult and the shrunk sizes, or the
     Outcome of a verdict."""
-    from ..lane import LANE
+    from ...lane import LANE
     dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-")
             for role in ("problem", "ref", "cand")]
     deadline = time.monotonic() + config.torch_timeout

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import sandbox
-from ..sandbox_python import SandboxPython
+from ... import sandbox
+from ...sandbox_python import SandboxPython
 
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import sandbox
-from ..checks.audit import ObjectFacts, audit_object, audit_preprocessed, inspect_object
-from ..config import EvalConfig
-from ..errors import HostError
-from ..paths import cache_dir
-from ..tasks import Task, TaskError, load_python_attr
-from ..tasks.signature import Signature
+from ... import sandbox
+from ...checks.audit import ObjectFacts, audit_object, audit_preprocessed, inspect_object
+from ...config import EvalConfig
+from ...errors import HostError
+from ...paths import cache_dir
+from ...tasks import Task, TaskError, load_python_attr
+from ...tasks.signature import Signature
 
 DIAGNOSTIC_LINES = 12  # compiler diagnostics kept for feedback prompts
 
@@ -154,7 +154,7 @@ _COMPILE_FAILED, _LINK_FAILED = 101, 102
 
 
 def isa_hint(config: EvalConfig) -> str:
-    from ..machine import isa_flags
+    from ...machine import isa_flags
     flags = isa_flags()
     vec = [f for f in ("avx512f", "avx2", "avx", "asimd", "sve") if f in flags]
     if config.march != "native":

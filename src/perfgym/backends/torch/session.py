@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import EvalConfig
+from ...config import EvalConfig
 from .tolerance import Judge, judge_for, mismatches
-from .torch_channel import Tensor, Worker, WorkerDied, parse_metas
+from .channel import Tensor, Worker, WorkerDied, parse_metas
 
 KERNELBENCH_SEED = 42
 STREAM_BYTES = 64 << 20  # outputs are compared in chunks this size: no 1 GiB copy held twice

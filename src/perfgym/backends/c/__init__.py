@@ -1,0 +1,102 @@
+"""The C/OpenMP backend: a kernel in C, built by gcc or clang, linked with perfgym's harness
+and timed in the sandbox (build.py: build, audit, inputs, run; measure.py: the timed half)."""
+from __future__ import annotations
+
+import shutil
+
+from ...checks import check_source, detect_techniques, stage_violations
+from ...checks.source import ALLOWED_HEADERS
+from ...extract import FormatError, extract_code, normalize
+from ...lane import LANE
+from ...outcome import Status
+from ...tasks import format_size
+from .. import Backend, Prepared
+from . import build as cbuild
+from .measure import measure
+
+
+class CBackend(Backend):
+    language = "c"
+    label = "C/OpenMP"
+    fences = ("c",)
+    separate_baseline = True
+    seed_op = "improve"
+
+    def extract(self, task, text: str) -> str:
+        return extract_code(text, task.signature)
+
+    def key_text(self, task, text: str) -> str:
+        try:  # the kernel, so answers that differ only in prose share a verdict
+            return normalize(self.extract(task, text))
+        except FormatError:
+            return normalize(text)
+
+    def prepare(self, task, text, size, config, machine, started, fail):
+        try:
+            code = self.extract(task, text)
+        except FormatError as exc:
+            return fail(Status.FORMAT_ERROR, str(exc))
+
+        def stage_failure(found: dict[str, str]):
+            broken = (stage_violations(found, config.stage, config.strict_stages)
+                      if config.stage is not None else [])
+            return fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
+                        techniques=sorted(found)) if broken else None
+
+        if reason := check_source(code, task.forbidden_calls):
+            return fail(Status.LIBRARY_VIOLATION, reason)
+        found = detect_techniques(code)
+        if failed := stage_failure(found):
+            return failed
+
+        workdir = cbuild.sandbox.make_workdir()
+        try:
+            with LANE.shared():
+                build = cbuild.build(task, code, config, workdir)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        if not build.ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+            status = Status.LIBRARY_VIOLATION if build.violation else Status.COMPILE_ERROR
+            return fail(status, build.message, "" if build.violation else build.details,
+                        techniques=sorted(found))
+        # Object-level evidence (OpenMP runtime calls, prefetch instructions) cannot hide in
+        # macros.
+        found = detect_techniques(code, build.facts.undefined, build.facts.mnemonics)
+        if failed := stage_failure(found):
+            shutil.rmtree(workdir, ignore_errors=True)
+            return failed
+        return Prepared(task, code, size, config, machine, started, sorted(found), workdir,
+                        seconds={"build": build.seconds})
+
+    def measure(self, p, fail):
+        with LANE.exclusive():  # the check call and the timed run: nothing else of ours runs
+            return measure(p, fail)
+
+    def cleanup(self, p) -> None:
+        if p.workdir is not None and not p.config.extra.get("keep_workdir"):
+            shutil.rmtree(p.workdir, ignore_errors=True)
+
+    def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
+               stage=None, machine=None, size=None, override_dir=None, config=None) -> str:
+        from ...prompts import compile_line, machine_facts, stage_rules, template
+        fields = dict(description=task.description, entry=task.entry,
+                      size=format_size(size or task.default_size),
+                      stage_rules=stage_rules(stage), machine=machine_facts(machine),
+                      headers=", ".join(sorted(ALLOWED_HEADERS)), compile=compile_line(config))
+        if op != "generate":
+            fields.update(parent_code=parent_code.strip(), feedback=feedback)
+        return template(op, override_dir).format(**fields)
+
+    def describe(self, task) -> list[str]:
+        return [f"{task.name} ({task.kind})  {task.directory}",
+                f"entry: {task.entry}",
+                f"FLOPs: {task.flops}   bytes: {task.bytes}   reference: {task.reference}",
+                f"verify: {task.verify_mode}, |got-expected| <= {task.atol:g} + "
+                f"{task.rtol:g}*|expected|",
+                *(f"{label} sizes: " + "; ".join(format_size(s) for s in task.sizes(label))
+                  for label in ("train", "heldout"))]
+
+
+BACKEND = CBackend()
