@@ -56,7 +56,7 @@ def measure(p: Prepared, outcome) -> Outcome:
                   _outputs(task, size, order, p.workdir, 1))]
         verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
         if verdict_msg:
-            return outcome(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
+            return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
         for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
             (p.workdir / stale).unlink(missing_ok=True)
 
@@ -67,12 +67,12 @@ def measure(p: Prepared, outcome) -> Outcome:
     verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng,
                                          refs)
     if verdict_msg:
-        return outcome(Status.WRONG_ANSWER, verdict_msg[0], verdict_msg[1], max_error=max_error)
+        return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
 
     problem, seen = cross_check(report["samples"], result.markers)
     if problem:
         return outcome(Status.WRONG_ANSWER, f"tampering: {problem}", _seen_summary(seen),
-                    parent_check=seen)
+                       parent_check=seen)
     # Each call costs what the harness reported or what the parent saw, whichever is more:
     # work hidden from the harness's clock but inside the slack is still paid for.
     pairs = list(zip(report["samples"], seen["parent_samples"]))
@@ -90,9 +90,9 @@ def measure(p: Prepared, outcome) -> Outcome:
     bandwidth = machine.bandwidth_for(p.machine, task.total_bytes(size))
     roof = roofline(flops, nbytes, peak, bandwidth)
     return outcome(Status.OK, "", timing=timing, gflops=gflops if flops else None,
-                    gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
-                    fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
-                    bound=roof[1] if roof else None, max_error=max_error, parent_check=seen)
+                   gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
+                   fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
+                   bound=roof[1] if roof else None, max_error=max_error, parent_check=seen)
 
 
 def _run_harness(p: Prepared, order: list[str], outcome, check_only: bool = False):
@@ -104,8 +104,8 @@ def _run_harness(p: Prepared, order: list[str], outcome, check_only: bool = Fals
         return failed
     report = _read_report(p.workdir / "result.txt", check=check_only)
     if report is None:
-        return outcome(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended the "
-                    "process)", result.stderr[-2000:])
+        return outcome(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended "
+                       "the process)", result.stderr[-2000:])
     if report["violation"] != "none":
         return outcome(Status.WRONG_ANSWER, _violation_message(report["violation"], order))
     return result, report
@@ -115,18 +115,18 @@ def _run_failure(result, config: EvalConfig, size: dict, outcome) -> Outcome | N
     """The outcome of a harness run that did not end normally, or None."""
     if result.timed_out:
         return outcome(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
-                    f"({format_size(size)})", result.stderr[-2000:])
+                       f"({format_size(size)})", result.stderr[-2000:])
     if result.output_overflow:
         printed = [ln for ln in result.stdout.splitlines() if not ln.startswith("@")]
         return outcome(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "
-                    "print", "\n".join(printed)[:500])
+                       "print", "\n".join(printed)[:500])
     if result.killed_by:
         return outcome(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
-                    result.stderr[-2000:])
+                       result.stderr[-2000:])
     if result.returncode != 0:
         detail = (result.stderr.strip().splitlines() or [""])[-1]
         return outcome(Status.RUNTIME_ERROR, f"exited with status {result.returncode}"
-                    + (f": {detail}" if detail else ""), result.stderr[-2000:])
+                       + (f": {detail}" if detail else ""), result.stderr[-2000:])
     return None
 
 
