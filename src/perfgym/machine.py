@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .backends.c.build import compiler_version
+from .backends.c.build import C, compiler_version
 from .errors import HostError
 from .paths import cache_dir
 
@@ -80,7 +80,7 @@ def fingerprint(compiler: str = "gcc") -> dict[str, Any]:
         "isa": isa_flags(),
         "cores": len(os.sched_getaffinity(0)),
         "caches": _cache_sizes(),
-        "compiler": compiler_version(compiler),
+        "compiler": compiler_version(C.compiler(compiler)),  # the C driver of --cc
         "hostname": platform.node(),
     }
     stable = {k: v for k, v in fp.items() if k != "hostname"}
@@ -97,7 +97,7 @@ class _Probe:
         src = resources.files("perfgym.harness").joinpath("peak.c").read_text()
         (Path(self.tmp.name) / "peak.c").write_text(src)
         for binary, defines in (("peak", []), ("peak32", ["-DFP32"])):
-            built = subprocess.run([compiler, "-O2", "-march=native", "-fopenmp", *defines,
+            built = subprocess.run([C.compiler(compiler), "-O2", "-march=native", "-fopenmp", *defines,
                                     "peak.c", "-o", binary], cwd=self.tmp.name,
                                    capture_output=True, text=True)
             if built.returncode != 0:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 # module must not make a C-only user import torch)
 REGISTRY: dict[str, str] = {
     "c": "perfgym.backends.c",
+    "cpp": "perfgym.backends.cpp",
     "torch": "perfgym.backends.torch",
 }
 
@@ -61,8 +62,10 @@ class Backend:
     # what search asks first of the task's seed: "improve" a shipped naive kernel, or "generate"
     # from the task's reference
     seed_op: str = "improve"
-    # EvalConfig fields that only this backend reads, with the CLI flags that set them
+    # CLI flags that only this backend reads
     own_flags: tuple[str, ...] = ()
+    # how its tasks are written: "toml" (a task directory, tasks/spec.py) or "kernelbench"
+    task_format: str = "toml"
 
     def extract(self, task, text: str) -> str:
         """The kernel in a model's answer (or a source file's text); raises ValueError (a

@@ -227,7 +227,8 @@ def inspect_object(path: Path) -> ObjectFacts:
             elif flags[4] in "iI":
                 defined.append(f"{name}:i")  # GNU indirect function
             elif flags[0] in "gu" or flags[1] == "w" or section == "*COM*":
-                defined.append(f"{name}:{'u' if flags[0] == 'u' else 'G'}")
+                kind = "u" if flags[0] == "u" else "W" if flags[1] == "w" else "G"
+                defined.append(f"{name}:{kind}")
         elif part == "code":
             m = re.match(r"^\s+[0-9a-f]+:\s+(.*)$", line)
             if m:  # every bare word of the instruction: prefixes cannot hide a mnemonic
@@ -236,18 +237,44 @@ def inspect_object(path: Path) -> ObjectFacts:
     return ObjectFacts(defined, frozenset(undefined), sections, frozenset(mnemonics))
 
 
-def audit_object(facts: ObjectFacts, entry: str) -> str | None:
+# C++: what the runtime and the standard containers call (allocation, the throw helpers
+# std::vector uses, exception handling: an exception escaping the entry ends the run in the
+# shim). Not __cxa_atexit or guard variables: those are static objects, state between calls.
+CPP_ALLOWED_CALLS = frozenset("""
+__gxx_personality_v0 _Unwind_Resume __cxa_begin_catch __cxa_end_catch __cxa_rethrow
+__cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_call_terminate
+_ZSt9terminatev __cxa_pure_virtual
+""".split())
+_CPP_ALLOWED_CALL_PATTERNS = [
+    re.compile(r"^_Z(nw|na|dl|da)[a-zA-Z0-9_]*$"),  # operator new/delete, from the runtime
+    re.compile(r"^_ZSt\d+__throw_\w+$"),  # std::__throw_length_error and kin
+    re.compile(r"^_ZTI\w+$"),  # type_info of a thrown type
+]
+# Weak definitions the compiler makes for inline functions and template instantiations. Only
+# mangled names: a weak C name (clock_gettime) would take the place of libc's in the harness.
+_OPERATOR_NEW_DELETE = re.compile(r"^_Z(nw|na|dl|da)")
+
+
+def audit_object(facts: ObjectFacts, entry: str, cpp: bool = False) -> str | None:
     """None when the object is acceptable, else a one-line reason."""
     for d in facts.defined_globals:
         name, kind = d.rsplit(":", 1)
         if kind in ("i", "u"):
             return f"symbol {name} is an indirect/unique symbol; only a plain entry is allowed"
+        if cpp and _OPERATOR_NEW_DELETE.match(name):
+            return (f"the kernel defines {name} (operator new or delete), which would replace "
+                    "the harness's allocator")
+        if cpp and kind == "W" and name.startswith("_Z"):
+            continue  # an inline function or template instance, private to the kernel's calls
         if name != entry:
             return (f"the kernel defines the global symbol {name}; only {entry} may be global "
                     "(make helpers static)")
     if entry not in {d.rsplit(":", 1)[0] for d in facts.defined_globals}:
         return f"the compiled kernel does not define {entry}"
     for name in sorted(facts.undefined):
+        if cpp and (name in CPP_ALLOWED_CALLS or
+                    any(p.match(name) for p in _CPP_ALLOWED_CALL_PATTERNS)):
+            continue
         if name not in ALLOWED_CALLS and not any(p.match(name) for p in _ALLOWED_CALL_PATTERNS):
             return (f"the kernel references {name}, which a kernel may not use (allowed: memory, "
                     "math, OpenMP)")

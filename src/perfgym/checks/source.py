@@ -18,6 +18,15 @@ nmmintrin.h wmmintrin.h avxintrin.h avx2intrin.h avx512fintrin.h fmaintrin.h
 arm_neon.h arm_sve.h
 """.split())
 
+# C++ kernels: the C list plus the standard headers of containers, algorithms and numerics.
+# Not <thread>, <chrono>, <fstream>, <iostream>, <future>, <mutex>, <atomic>, <random>,
+# <filesystem>: threads, clocks and I/O (the object audit refuses their calls as well).
+CPP_HEADERS = ALLOWED_HEADERS | frozenset("""
+cmath cstdlib cstring cstdint cstddef climits cfloat cassert cinttypes complex vector array
+algorithm numeric utility type_traits limits functional initializer_list iterator tuple
+valarray bitset memory new
+""".split())
+
 # Calls that do I/O, spawn, talk to the network, read clocks or hand the work to a library.
 FORBIDDEN_CALLS = [
     r"system", r"popen", r"fork", r"vfork", r"clone", r"exec\w*", r"posix_spawn\w*",
@@ -61,7 +70,8 @@ _LINE_DIRECTIVE = re.compile(
 RAW_STRING = re.compile(r"(?<!\w)(?:u8|u|U|L)?R\"[^\s()\\]{0,16}\(")
 
 
-def check_source(code: str, extra_forbidden: tuple[str, ...] = ()) -> str | None:
+def check_source(code: str, extra_forbidden: tuple[str, ...] = (),
+                 headers: frozenset[str] = ALLOWED_HEADERS) -> str | None:
     """None when the source obeys the library rules, else a one-line reason."""
     joined = _SPLICE.sub("", code.replace("\r\n", "\n").replace("\r", "\n"))
     logical = strip_comments(joined)
@@ -79,7 +89,7 @@ def check_source(code: str, extra_forbidden: tuple[str, ...] = ()) -> str | None
         if not hm:
             return (f"#include {target} is not allowed: include only system headers in <> "
                     f"(e.g. <immintrin.h>, <omp.h>)")
-        if hm.group(1) not in ALLOWED_HEADERS:
+        if hm.group(1) not in headers:
             return f"#include <{hm.group(1)}> is not allowed in a kernel"
     if m := _ASM.search(code):
         return f"inline assembly ('{m.group(1)}') is not allowed in a kernel"

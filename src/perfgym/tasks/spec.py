@@ -146,8 +146,11 @@ def _need(raw: dict[str, Any], key: str, where: Path, kind: type | tuple = str) 
 def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) -> Task:
     name = _need(raw, "name", where)
     language = raw.get("language", "c")
-    if language != "c":
-        raise TaskError(f"{where}: field 'language' is {language!r}; this loader reads 'c' tasks")
+    from ..backends import REGISTRY, backend
+    if language not in REGISTRY or backend(language).task_format != "toml":
+        toml_languages = [k for k in sorted(REGISTRY) if backend(k).task_format == "toml"]
+        raise TaskError(f"{where}: field 'language' is {language!r}; a task directory's "
+                        f"language is one of {', '.join(toml_languages)}")
     try:
         signature = parse_signature(_need(raw, "entry", where))
     except SignatureError as exc:

@@ -21,6 +21,8 @@ class CBackend(Backend):
     fences = ("c",)
     separate_baseline = True
     seed_op = "improve"
+    source = cbuild.C  # how the kernel's language is built
+    headers = ALLOWED_HEADERS  # the system headers a kernel may include
 
     def extract(self, task, text: str) -> str:
         return extract_code(text, task.signature)
@@ -43,7 +45,7 @@ class CBackend(Backend):
             return fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
                         techniques=sorted(found)) if broken else None
 
-        if reason := check_source(code, task.forbidden_calls):
+        if reason := check_source(code, task.forbidden_calls, self.headers):
             return fail(Status.LIBRARY_VIOLATION, reason)
         found = detect_techniques(code)
         if failed := stage_failure(found):
@@ -52,7 +54,7 @@ class CBackend(Backend):
         workdir = cbuild.sandbox.make_workdir()
         try:
             with LANE.shared():
-                build = cbuild.build(task, code, config, workdir)
+                build = cbuild.build(task, code, config, workdir, self.source)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -84,7 +86,8 @@ class CBackend(Backend):
         fields = dict(description=task.description, entry=task.entry,
                       size=format_size(size or task.default_size),
                       stage_rules=stage_rules(stage), machine=machine_facts(machine),
-                      headers=", ".join(sorted(ALLOWED_HEADERS)), compile=compile_line(config))
+                      headers=", ".join(sorted(self.headers)),
+                      compile=compile_line(config, self.source))
         if op != "generate":
             fields.update(parent_code=parent_code.strip(), feedback=feedback)
         return template(op, override_dir).format(**fields)

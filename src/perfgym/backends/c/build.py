@@ -42,8 +42,47 @@ def compiler_version(compiler: str) -> str:
     return out.stdout.splitlines()[0].strip() if out.stdout else compiler
 
 
-def shim_source(signature: Signature) -> str:
-    """C that casts the harness's generic arrays and sizes to the entry's parameters."""
+EXCEPTION_ESCAPED = "the kernel threw an exception out of its entry"
+
+
+@dataclass(frozen=True)
+class Language:
+    """How one source language is built: the compiler driver for a --cc choice, the -std flag,
+    gcc's -x names and the shim that calls the entry from the C harness."""
+
+    name: str  # gcc's -x name: "c" or "c++"
+    std: str
+    preprocessed: str  # gcc's -x name for the preprocessed source
+    shim_file: str
+    drivers: tuple[tuple[str, str], ...]  # (a --cc spelling, the driver for this language)
+
+    def compiler(self, chosen: str) -> str:
+        """The driver for this language given --cc (gcc for C++ means g++, g++-12 for C means
+        gcc-12): one flag picks the toolchain whichever language the task is in."""
+        directory, _, name = chosen.rpartition("/")
+        base, _, suffix = name.partition("-")
+        for spelling, driver in self.drivers:
+            if base == spelling:
+                return (f"{directory}/" if directory else "") + driver + \
+                    (f"-{suffix}" if suffix else "")
+        return chosen
+
+    def flags(self, config: EvalConfig) -> list[str]:
+        return [f for f in config.build_flags() if not f.startswith("-std=")] + [self.std]
+
+
+C = Language("c", "-std=gnu11", "cpp-output", "shim.c",
+             (("gcc", "gcc"), ("g++", "gcc"), ("cc", "gcc"), ("clang", "clang"),
+              ("clang++", "clang")))
+CPP = Language("c++", "-std=gnu++17", "c++-cpp-output", "shim.cpp",
+               (("gcc", "g++"), ("g++", "g++"), ("cc", "g++"), ("c++", "g++"),
+                ("clang", "clang++"), ("clang++", "clang++")))
+
+
+def shim_source(signature: Signature, lang: Language = C) -> str:
+    """Source that casts the harness's generic arrays and sizes to the entry's parameters. For
+    C++ the entry keeps C++ linkage, and an exception escaping it ends the run with a message
+    (it must not unwind into the C harness)."""
     args, a, s = [], 0, 0
     for p in signature.params:
         if p.pointer:
@@ -52,10 +91,18 @@ def shim_source(signature: Signature) -> str:
         else:
             args.append(f"({p.ctype})sizes[{s}]")
             s += 1
-    return ("#include <stdint.h>\n#include <stddef.h>\n"
+    call = f"{signature.name}({', '.join(args)});"
+    if lang is C:
+        return ("#include <stdint.h>\n#include <stddef.h>\n"
+                f"{signature.c_decl()};\n"
+                "void pg_call(void **arrays, const long long *sizes) {\n"
+                f"    {call}\n}}\n")
+    return ("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
             f"{signature.c_decl()};\n"
-            "void pg_call(void **arrays, const long long *sizes) {\n"
-            f"    {signature.name}({', '.join(args)});\n}}\n")
+            'extern "C" void pg_call(void **arrays, const long long *sizes) {\n'
+            f"    try {{ {call} }} catch (...) {{\n"
+            f'        fputs("{EXCEPTION_ESCAPED}\\n", stderr);\n'
+            "        abort();\n    }\n}\n")
 
 
 @lru_cache(maxsize=1)
@@ -63,11 +110,14 @@ def _harness_source() -> str:
     return resources.files("perfgym.harness").joinpath("harness.c").read_text()
 
 
-def harness_objects(task: Task, config: EvalConfig) -> list[Path]:
-    """harness.o and shim.o for this task's signature, built once and cached."""
-    harness_c = _harness_source()
-    shim_c = shim_source(task.signature)
-    key = hashlib.sha256((harness_c + shim_c + compiler_version(config.compiler)).encode())
+def harness_objects(task: Task, config: EvalConfig, lang: Language = C) -> list[Path]:
+    """harness.o (always C) and shim.o (in the kernel's language) for this task's signature,
+    built once and cached."""
+    c_compiler, compiler = C.compiler(config.compiler), lang.compiler(config.compiler)
+    sources = {"harness.c": (_harness_source(), c_compiler),
+               lang.shim_file: (shim_source(task.signature, lang), compiler)}
+    key = hashlib.sha256("".join(text + compiler_version(cc)
+                                 for text, cc in sources.values()).encode())
     out = cache_dir() / "harness" / key.hexdigest()[:16]
     objs = [out / "harness.o", out / "shim.o"]
     if all(o.is_file() for o in objs):
@@ -76,15 +126,14 @@ def harness_objects(task: Task, config: EvalConfig) -> list[Path]:
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(o.is_file() for o in objs):
-            (out / "harness.c").write_text(harness_c)
-            (out / "shim.c").write_text(shim_c)
-            for name in ("harness", "shim"):
-                r = subprocess.run([config.compiler, "-O2", "-fopenmp", "-c", f"{name}.c",
-                                    "-o", f"{name}.o.tmp"], cwd=out, capture_output=True,
-                                   text=True)
+            for name, (text, cc) in sources.items():
+                (out / name).write_text(text)
+                obj = name.split(".")[0] + ".o"
+                r = subprocess.run([cc, "-O2", "-fopenmp", "-c", name, "-o", f"{obj}.tmp"],
+                                   cwd=out, capture_output=True, text=True)
                 if r.returncode != 0:
                     raise ToolchainError(f"cannot build the perfgym harness: {r.stderr[:500]}")
-                (out / f"{name}.o.tmp").rename(out / f"{name}.o")
+                (out / f"{obj}.tmp").rename(out / obj)
     return objs
 
 
@@ -103,22 +152,26 @@ _TARGET_MISMATCH = re.compile(r"target specific option mismatch|needs isa option
                               r"requires (?:ISA|target) |Illegal instruction", re.I)
 
 
-def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
+def build(task: Task, code: str, config: EvalConfig, workdir: Path,
+          lang: Language = C) -> Build:
     """Compile the candidate alone and link it with the harness (one sandboxed step: linking
     runs none of its code), then audit the object. Only an audited object is ever run."""
-    (workdir / "candidate.c").write_text(code)
-    for obj in harness_objects(task, config):
+    (workdir / "candidate.c").write_text(code)  # the name the audit knows; -x says the language
+    for obj in harness_objects(task, config, lang):
         shutil.copy(obj, workdir / obj.name)
-    cc = shutil.which(config.compiler) or config.compiler
+    compiler = lang.compiler(config.compiler)
+    cc = shutil.which(compiler) or compiler
     # Preprocess first: the audit reads the .i, where token pasting can no longer hide a name.
     # -dI echoes each #include gcc really followed, so the audit can tell its line markers from
     # ones the kernel wrote; the echoes are blanked out of the copy that is compiled.
-    flags = " ".join(config.build_flags())
-    compile_cmd = (f"{cc} {flags} -E -dI candidate.c -o candidate.i && "
+    flag_list = lang.flags(config)
+    flags = " ".join(flag_list)
+    compile_cmd = (f"{cc} {flags} -x {lang.name} -E -dI candidate.c -o candidate.i && "
                    "sed -e '/^#include/s/.*//' -e '/^#import/s/.*//' candidate.i > compiled.i && "
-                   f"{cc} {flags} -c compiled.i -o candidate.o")
+                   f"{cc} {flags} -x {lang.preprocessed} -c compiled.i -o candidate.o")
     # Full RELRO: the GOT is read-only before the kernel runs, so it cannot hook the harness's
-    # clock_gettime or the write() that announces its calls to the parent.
+    # clock_gettime or the write() that announces its calls to the parent. The driver of the
+    # kernel's language links (g++ brings the C++ runtime).
     link_cmd = f"{cc} -fopenmp -Wl,-z,relro,-z,now harness.o shim.o candidate.o -o run -lm"
     script = f"{compile_cmd} || exit {_COMPILE_FAILED}; {link_cmd} || exit {_LINK_FAILED}"
     limits = sandbox.Limits(wall_seconds=config.compile_timeout, cpu_seconds=120,
@@ -140,8 +193,9 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
 
     facts = inspect_object(workdir / "candidate.o")
     preprocessed = (workdir / "candidate.i").read_text(errors="replace")
-    violation = audit_preprocessed(preprocessed, cc, config.build_flags()) or \
-        audit_object(facts, task.signature.name)
+    entry = _entry_symbol(facts, task.signature.name) if lang is CPP else task.signature.name
+    violation = audit_preprocessed(preprocessed, cc, flag_list) or \
+        audit_object(facts, entry, cpp=lang is CPP)
     if violation:
         return Build(False, workdir, violation, facts=facts, violation=violation, seconds=seconds)
     if not result.ok:  # a link error of an object that passed the audit
@@ -151,6 +205,15 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path) -> Build:
 
 
 _COMPILE_FAILED, _LINK_FAILED = 101, 102
+
+
+def _entry_symbol(facts: ObjectFacts, name: str) -> str:
+    """The C++ entry's mangled name as the object defines it: _Z<length><name><parameters>
+    (the length makes the prefix match this name only; an overload is a second global and
+    the audit refuses it)."""
+    prefix = f"_Z{len(name)}{name}"
+    defined = [d.rsplit(":", 1)[0] for d in facts.defined_globals]
+    return next((d for d in defined if d.startswith(prefix)), prefix)
 
 
 def isa_hint(config: EvalConfig) -> str:

@@ -15,6 +15,7 @@ class TorchBackend(Backend):
     separate_baseline = False  # the session times the reference beside the candidate
     seed_op = "generate"  # the seed is the PyTorch reference, which a model rewrites
     own_flags = ("--allow-torch", "--kernelbench", "--input-budget")
+    task_format = "kernelbench"
 
     def extract(self, task, text: str) -> str:
         return extract_python(text)
