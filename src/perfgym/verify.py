@@ -49,8 +49,9 @@ def sample_points(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarra
 
 
 def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
-            points: np.ndarray | None = None) -> Verdict:
-    """Pass when every checked element satisfies |got - expected| <= atol + rtol * |expected|."""
+            points: np.ndarray | None = None, scale: str = "element") -> Verdict:
+    """Pass when every checked element satisfies |got - expected| <= atol + rtol * |expected|
+    (`scale` "array": rtol * the largest |expected| of the whole output)."""
     g = got.reshape(-1)
     e = np.asarray(expected).astype(got.dtype, copy=False).reshape(-1)
     if g.shape != e.shape:
@@ -66,7 +67,12 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     else:
         g64, e64 = g.astype(np.float64), e.astype(np.float64)
         err = np.abs(g64 - e64)
-        bound = atol + rtol * np.abs(e64)
+        if scale == "array":
+            full = np.abs(np.asarray(expected, dtype=np.float64))
+            largest = float(full[np.isfinite(full)].max(initial=0.0))
+            bound = np.full_like(e64, atol + rtol * largest)
+        else:
+            bound = atol + rtol * np.abs(e64)
         finite_ok = np.isfinite(g64) | ~np.isfinite(e64)
         with np.errstate(invalid="ignore"):
             bad = np.nonzero(~finite_ok | (err > bound) & np.isfinite(e64))[0]
@@ -77,10 +83,15 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     worst = bad[np.argmax(np.where(np.isfinite(err[bad]), err[bad] - bound[bad], np.inf))]
     flat = int(index[worst])
     pos = ", ".join(str(int(i)) for i in np.unravel_index(flat, got.shape))
-    return Verdict(False, max_error, f"{name}[{pos}] = {_num(g[worst])} but expected "
-                   f"{_num(e[worst])} "
-                   f"({bad.size} of {len(index)} checked elements wrong)")
+    # the difference and the tolerance, and every digit when two values would print alike
+    shown, want = _num(g[worst]), _num(e[worst])
+    if shown == want:
+        shown, want = _num(g[worst], 17), _num(e[worst], 17)
+    return Verdict(False, max_error, f"{name}[{pos}] = {shown} but expected {want} "
+                   f"(off by {_num(err[worst], 3)}, allowed {_num(bound[worst], 3)}; "
+                   f"{bad.size} of {len(index)} checked elements wrong)")
 
 
-def _num(x) -> str:
-    return f"{x:.10g}" if np.issubdtype(type(x), np.floating) else str(x)
+def _num(x, digits: int = 10) -> str:
+    floating = isinstance(x, float) or np.issubdtype(type(x), np.floating)
+    return f"{x:.{digits}g}" if floating else str(x)

@@ -176,9 +176,13 @@ static void write_file(const char *path, const unsigned char *src, size_t bytes)
     fclose(f);
 }
 
+/* Outputs before a call: NaN poison (is_output 1: every element must be written) or zeros
+ * (is_output 2: the task's contract is an output that starts zeroed). */
 static void prepare_call(int set) {
     for (int i = 0; i < n_arrays; i++)
-        if (arrays[i].is_output) memset(arrays[i].buf[set], GUARD_FILL, arrays[i].bytes);
+        if (arrays[i].is_output)
+            memset(arrays[i].buf[set], arrays[i].is_output == 2 ? 0 : GUARD_FILL,
+                   arrays[i].bytes);
 }
 
 /* Store v at element idx of an array of any element type. */

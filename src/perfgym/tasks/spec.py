@@ -36,6 +36,9 @@ class ArraySpec:
     # "element" (a random element gets a value in [low, high)), "diagonal" (a random diagonal
     # element grows by that much: keeps SPD/triangular matrices well posed) or "none".
     perturb: str = "element"
+    # outputs: what they hold when the kernel is called: "garbage" (NaN poison: every element
+    # must be written) or "zero" (the contract of kernels that accumulate into their output)
+    init: str = "garbage"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,9 @@ class Task:
     forbidden_calls: tuple[str, ...]
     generator: str | None = None  # a Python file with make_inputs(rng, **sizes) -> arrays
     spec_hash: str = field(default="")
+    # what rtol is relative to: "element" (|expected| of each element) or "array" (the largest
+    # |expected| of the output: sums and reductions whose elements can cancel to near zero)
+    tolerance_scale: str = "element"
 
     @property
     def entry(self) -> str:
@@ -172,9 +178,14 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         if perturb not in PERTURB_MODES:
             raise TaskError(f"{where}: field '{field_name}.perturb' must be one of "
                             f"{', '.join(PERTURB_MODES)}")
+        init = a.get("init", "garbage")
+        if init not in ("garbage", "zero") or (init != "garbage" and role != "out"):
+            raise TaskError(f"{where}: field '{field_name}.init' must be 'garbage' or 'zero', "
+                            "and only outputs have one")
         arrays[aname] = ArraySpec(
             name=aname, shape=tuple(str(s) for s in a["shape"]), dtype=dtype, role=role,
-            low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)), perturb=perturb)
+            low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)), perturb=perturb,
+            init=init)
 
     sizes = _need(raw, "sizes", where, dict)
     default = _need(sizes, "default", where, dict)
@@ -238,6 +249,9 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             raise TaskError(f"{where}: field '{key}' names {raw[key]!r}, which does not exist")
         return path
 
+    scale = verify.get("scale", "element")
+    if scale not in ("element", "array"):
+        raise TaskError(f"{where}: field 'verify.scale' must be 'element' or 'array'")
     baseline = source("baseline", True)
     expert = source("expert", False)
     digest = hashlib.sha256(raw_bytes)
@@ -253,4 +267,4 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         verify_mode=mode, rtol=float(verify.get("rtol", 1e-6)),
         atol=float(verify.get("atol", 1e-9)), baseline=baseline, expert=expert,
         forbidden_calls=tuple(raw.get("forbidden_calls", [])), generator=generator,
-        spec_hash=digest.hexdigest()[:16])
+        spec_hash=digest.hexdigest()[:16], tolerance_scale=scale)

@@ -97,7 +97,7 @@ class CBackend(Backend):
                 f"entry: {task.entry}",
                 f"FLOPs: {task.flops}   bytes: {task.bytes}   reference: {task.reference}",
                 f"verify: {task.verify_mode}, |got-expected| <= {task.atol:g} + "
-                f"{task.rtol:g}*|expected|",
+                f"{task.rtol:g}*{'max' if task.tolerance_scale == 'array' else ''}|expected|",
                 *(f"{label} sizes: " + "; ".join(format_size(s) for s in task.sizes(label))
                   for label in ("train", "heldout"))]
 

@@ -302,7 +302,9 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
             files.append(path)
         perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
         low, high = task.bounds(name, size)
-        lines.append(f"array {int(spec.role == 'out')} {int(dtype.kind == 'f')} "
+        # 0 input, 1 output poisoned with NaN before each call, 2 output zeroed before each call
+        kind = 0 if spec.role != "out" else 2 if spec.init == "zero" else 1
+        lines.append(f"array {kind} {int(dtype.kind == 'f')} "
                      f"{perturb} {dtype.itemsize} {count} 64 {low!r} {high!r} "
                      f"{files[0]} {files[1]}")
     (workdir / "manifest.txt").write_text("\n".join(lines) + "\n")

@@ -323,6 +323,9 @@ def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.Inp
     return _verify(task, size, config, checks, rng, refs)
 
 
+_SCALE = {"element": "|expected|", "array": "max|expected|"}
+
+
 def _verify(task: Task, size: dict, config: EvalConfig, checks: list,
             rng: np.random.Generator, refs: dict) -> tuple[tuple[str, str] | None, float]:
     """Compare each (label, inputs, outputs) with the reference. Returns ((message, details)
@@ -339,10 +342,11 @@ def _verify(task: Task, size: dict, config: EvalConfig, checks: list,
             ref = refs[label]
         for name, value in got.items():
             points = sample_points(value.shape, rng) if mode == "sampled" else None
-            v = compare(name, value, ref[name], task.rtol, task.atol, points)
+            v = compare(name, value, ref[name], task.rtol, task.atol, points,
+                        task.tolerance_scale)
             max_error = max(max_error, v.max_error)
             if not v.ok:
                 return (f"wrong answer on {label}: {v.where}",
                         f"verification: {mode}; tolerance |got-expected| <= {task.atol:g} + "
-                        f"{task.rtol:g}*|expected|"), max_error
+                        f"{task.rtol:g}*{_SCALE[task.tolerance_scale]}"), max_error
     return None, max_error

@@ -1,0 +1,98 @@
+"""Task contracts beyond "outputs start as garbage": outputs that start zeroed, tolerances
+relative to the whole result's magnitude, and wrong-answer messages that show the difference."""
+import shutil
+
+import numpy as np
+import pytest
+
+from perfgym import evaluate
+from perfgym.outcome import Status
+from perfgym.tasks import TaskError, load_task
+from perfgym.verify import compare
+
+SIZE = {"M": 32, "N": 24, "K": 16}
+
+ACCUMULATING = """
+void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) {
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++)
+                C[i * N + j] += A[i * K + k] * B[k * N + j];
+}
+"""
+
+
+def task_copy(tmp_path, dgemm, edit):
+    directory = tmp_path / "dgemm_variant"
+    shutil.copytree(dgemm.directory, directory)
+    toml = directory / "task.toml"
+    toml.write_text(edit(toml.read_text()))
+    return directory
+
+
+def zeroed(text: str) -> str:
+    # the output C gets init = "zero" in its [arrays.C] table
+    head, sep, rest = text.partition("[arrays.C]\n")
+    assert sep, "dgemm's task.toml changed: update this test"
+    return head + sep + 'init = "zero"\n' + rest
+
+
+def test_an_accumulating_kernel_passes_when_the_output_starts_zeroed(tmp_path, dgemm, fast):
+    task = load_task(task_copy(tmp_path, dgemm, zeroed))
+    assert task.arrays["C"].init == "zero"
+    o = evaluate(task, ACCUMULATING, SIZE, fast)
+    assert o.status is Status.OK, o.message
+
+
+def test_the_same_kernel_fails_when_the_output_starts_as_garbage(dgemm, fast):
+    o = evaluate(dgemm, ACCUMULATING, SIZE, fast)
+    assert o.status is Status.WRONG_ANSWER
+
+
+def test_a_zeroed_output_is_zeroed_before_every_call_not_only_the_first(tmp_path, dgemm, fast):
+    # accumulating twice into an output zeroed only once would double it on the timed calls
+    task = load_task(task_copy(tmp_path, dgemm, zeroed))
+    o = evaluate(task, ACCUMULATING, SIZE, fast.replace(min_samples=5))
+    assert o.status is Status.OK and len(o.timing.samples) >= 5
+
+
+def test_init_is_for_outputs_only(tmp_path, dgemm):
+    def on_input(text):
+        head, sep, rest = text.partition("[arrays.A]\n")
+        return head + sep + 'init = "zero"\n' + rest
+    with pytest.raises(TaskError, match="init"):
+        load_task(task_copy(tmp_path, dgemm, on_input))
+
+
+def test_an_unknown_tolerance_scale_is_refused(tmp_path, dgemm):
+    def bad_scale(text):
+        head, sep, rest = text.partition("[verify]\n")
+        assert sep
+        return head + sep + 'scale = "norm"\n' + rest
+    with pytest.raises(TaskError, match="verify.scale"):
+        load_task(task_copy(tmp_path, dgemm, bad_scale))
+
+
+def test_array_scaled_tolerance_accepts_rounding_of_values_that_cancel():
+    expected = np.array([1000.0, -1000.0, 1e-9])  # the last one: a sum that cancelled
+    got = expected + np.array([0.0, 0.0, 5e-7])  # rounding on the scale of the whole result
+    assert not compare("y", got, expected, 1e-6, 1e-12).ok
+    assert compare("y", got, expected, 1e-6, 1e-12, scale="array").ok
+    # and it still fails a real error
+    assert not compare("y", expected + np.array([0, 0, 0.1]), expected, 1e-6, 1e-12,
+                       scale="array").ok
+
+
+def test_a_wrong_answer_shows_the_difference_when_values_print_alike():
+    expected = np.array([1.0, 2.0])
+    got = np.array([1.0, 2.0 + 4e-12])
+    v = compare("y", got, expected, 0.0, 1e-13)
+    assert not v.ok
+    assert "off by 4e-12" in v.where and "allowed 1e-13" in v.where, v.where
+    assert "= 2.000000000003999" in v.where and "but expected 2 (" in v.where, v.where
+
+
+def test_wrong_answer_message_from_the_evaluator_has_the_difference(dgemm, fast):
+    wrong = dgemm.baseline.read_text().replace("C[i * N + j] = sum;", "C[i * N + j] = sum + 1e-3;")
+    o = evaluate(dgemm, wrong, SIZE, fast)
+    assert o.status is Status.WRONG_ANSWER and "off by 0.001" in o.message, o.message
