@@ -96,3 +96,71 @@ def test_wrong_answer_message_from_the_evaluator_has_the_difference(dgemm, fast)
     wrong = dgemm.baseline.read_text().replace("C[i * N + j] = sum;", "C[i * N + j] = sum + 1e-3;")
     o = evaluate(dgemm, wrong, SIZE, fast)
     assert o.status is Status.WRONG_ANSWER and "off by 0.001" in o.message, o.message
+
+
+SUM_TOML = """
+name = "total"
+language = "{language}"
+description = "The sum of x."
+entry = "double total(const double *x, int n)"
+returns = "result"
+flops = "n"
+bytes = "8*n"
+reference = "x.sum()"
+baseline = "naive.c"
+[arrays.x]
+shape = ["n"]
+[arrays.result]
+shape = []
+role = "out"
+[sizes]
+default = {{ n = 1000 }}
+[verify]
+rtol = 1e-9
+atol = 1e-9
+"""
+SUM_NAIVE = """double total(const double *x, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += x[i];
+    return s;
+}
+"""
+
+
+def sum_task(tmp_path, language="c"):
+    directory = tmp_path / f"total_{language}"
+    directory.mkdir()
+    (directory / "task.toml").write_text(SUM_TOML.format(language=language))
+    (directory / "naive.c").write_text(SUM_NAIVE)
+    return load_task(directory)
+
+
+@pytest.mark.parametrize("language", ["c", "cpp"])
+def test_a_returned_value_is_the_answer(tmp_path, fast, language):
+    task = sum_task(tmp_path, language)
+    assert task.returns == "result" and task.signature.ret == "double"
+    o = evaluate(task, SUM_NAIVE, None, fast)
+    assert o.status is Status.OK, o.message
+    wrong = evaluate(task, SUM_NAIVE.replace("return s;", "return s + 1.0;"), None, fast)
+    assert wrong.status is Status.WRONG_ANSWER and wrong.message.startswith(
+        "wrong answer on the first input set: result = "), wrong.message
+
+
+def test_a_reference_may_use_array_methods(tmp_path, fast):
+    # x.sum() imports inside NumPy: it crashed every evaluation when builtins were withheld
+    o = evaluate(sum_task(tmp_path), SUM_NAIVE, None, fast)
+    assert o.status is Status.OK, o.message
+
+
+def test_returns_must_match_the_entry(tmp_path):
+    directory = tmp_path / "bad"
+    directory.mkdir()
+    (directory / "naive.c").write_text(SUM_NAIVE)
+    text = SUM_TOML.format(language="c")
+    for broken, match in ((text.replace('returns = "result"\n', ""), "returns"),
+                          (text.replace("shape = []", 'shape = ["n"]'), "shape = \\[\\]"),
+                          (text.replace('entry = "double total', 'entry = "float total'),
+                           "dtype float32")):
+        (directory / "task.toml").write_text(broken)
+        with pytest.raises(TaskError, match=match):
+            load_task(directory)

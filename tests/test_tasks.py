@@ -24,8 +24,9 @@ def test_signature_parsing():
     assert [(p.ctype, p.name, p.pointer, p.const) for p in sig.params] == [
         ("double", "x", True, True), ("float", "y", True, False), ("int", "n", False, False),
         ("long", "m", False, False)]
+    assert parse_signature("long long f(double *x)").ret == "long long"  # a returned value
     with pytest.raises(SignatureError):
-        parse_signature("int f(double *x)")
+        parse_signature("struct s f(double *x)")
     with pytest.raises(SignatureError):
         parse_signature("void f(struct s *x)")
 

@@ -1,6 +1,7 @@
 """Compare a kernel's outputs with the task's NumPy reference."""
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,9 @@ def reference_outputs(task: Task, inputs: dict[str, np.ndarray],
         result = fn(**inputs, **size)
     else:
         namespace = {"np": np, "numpy": np, **inputs, **size}
-        result = eval(task.reference, {"__builtins__": {}}, namespace)  # task author's code
+        # the task author's code, trusted as reference.py is; with builtins, because NumPy's
+        # array methods (x.sum(), x.mean()) import inside the caller's frame
+        result = eval(task.reference, {"__builtins__": builtins}, namespace)
     if isinstance(result, dict):
         return {k: np.asarray(v) for k, v in result.items()}
     if isinstance(result, tuple):
@@ -82,12 +85,13 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
         return Verdict(True, max_error)
     worst = bad[np.argmax(np.where(np.isfinite(err[bad]), err[bad] - bound[bad], np.inf))]
     flat = int(index[worst])
-    pos = ", ".join(str(int(i)) for i in np.unravel_index(flat, got.shape))
+    pos = ", ".join(str(int(i)) for i in np.unravel_index(flat, got.shape or (1,)))
+    where = f"{name}[{pos}]" if got.ndim else name  # a returned value has no index
     # the difference and the tolerance, and every digit when two values would print alike
     shown, want = _num(g[worst]), _num(e[worst])
     if shown == want:
         shown, want = _num(g[worst], 17), _num(e[worst], 17)
-    return Verdict(False, max_error, f"{name}[{pos}] = {shown} but expected {want} "
+    return Verdict(False, max_error, f"{where} = {shown} but expected {want} "
                    f"(off by {_num(err[worst], 3)}, allowed {_num(bound[worst], 3)}; "
                    f"{bad.size} of {len(index)} checked elements wrong)")
 

@@ -37,7 +37,8 @@ class SignatureError(ValueError):
     pass
 
 
-_SIG = re.compile(r"^\s*(?P<ret>void)\s+(?P<name>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)\s*;?\s*$")
+_SIG = re.compile(r"^\s*(?P<ret>[A-Za-z_][\w ]*?)\s+(?P<name>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)"
+                  r"\s*;?\s*$")
 _RESTRICT = re.compile(r"\b(restrict|__restrict__|__restrict)\b")
 
 
@@ -46,6 +47,10 @@ def parse_signature(text: str) -> Signature:
     if not m:
         raise SignatureError(f"entry {text!r} is not a C declaration of the form "
                              "'void name(type *array, int size, ...)'")
+    ret = " ".join(m.group("ret").split())
+    if ret != "void" and ret not in C_TYPES:
+        raise SignatureError(f"entry return type {ret!r} is not void or one of "
+                             f"{', '.join(sorted(C_TYPES))}")
     params = []
     for raw in m.group("args").split(","):
         raw = _RESTRICT.sub(" ", raw).strip()
@@ -62,4 +67,4 @@ def parse_signature(text: str) -> Signature:
             raise SignatureError(f"entry parameter type {ctype!r} is not one of "
                                  f"{', '.join(sorted(C_TYPES))}")
         params.append(Param(ctype, pm.group("name"), bool(pm.group("star")), const))
-    return Signature(m.group("ret"), m.group("name"), tuple(params))
+    return Signature(ret, m.group("name"), tuple(params))

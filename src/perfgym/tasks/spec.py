@@ -67,6 +67,7 @@ class Task:
     # what rtol is relative to: "element" (|expected| of each element) or "array" (the largest
     # |expected| of the output: sums and reductions whose elements can cancel to near zero)
     tolerance_scale: str = "element"
+    returns: str | None = None  # the output that holds the entry's return value
 
     @property
     def entry(self) -> str:
@@ -210,8 +211,19 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         elif p.name not in size_names:
             raise TaskError(f"{where}: field 'entry': scalar parameter {p.name!r} is not a size "
                             f"(sizes: {', '.join(sorted(size_names))})")
+    # A value the entry returns is an output of one element named by `returns`.
+    returns = raw.get("returns")
+    if (signature.ret == "void") != (returns is None):
+        raise TaskError(f"{where}: field 'returns' names the output that holds the entry's "
+                        "return value: give it exactly when the entry does not return void")
+    if returns is not None:
+        spec = arrays.get(returns)
+        if spec is None or spec.role != "out" or spec.shape != () or \
+                spec.dtype != C_TYPES[signature.ret]:
+            raise TaskError(f"{where}: field 'returns': [arrays.{returns}] must be an output "
+                            f"with shape = [] and dtype {C_TYPES[signature.ret]}")
     for aname in arrays:
-        if aname not in {p.name for p in signature.params if p.pointer}:
+        if aname not in {p.name for p in signature.params if p.pointer} and aname != returns:
             raise TaskError(f"{where}: field 'arrays.{aname}' is not a parameter of the entry")
 
     flops = str(_need(raw, "flops", where, (str, int)))
@@ -267,4 +279,4 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         verify_mode=mode, rtol=float(verify.get("rtol", 1e-6)),
         atol=float(verify.get("atol", 1e-9)), baseline=baseline, expert=expert,
         forbidden_calls=tuple(raw.get("forbidden_calls", [])), generator=generator,
-        spec_hash=digest.hexdigest()[:16], tolerance_scale=scale)
+        spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns)

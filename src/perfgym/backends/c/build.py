@@ -92,6 +92,8 @@ def shim_source(signature: Signature, lang: Language = C) -> str:
             args.append(f"({p.ctype})sizes[{s}]")
             s += 1
     call = f"{signature.name}({', '.join(args)});"
+    if signature.ret != "void":  # the value goes to the one-element output after the arrays
+        call = f"*({signature.ret} *)arrays[{a}] = {call}"
     if lang is C:
         return ("#include <stdint.h>\n#include <stddef.h>\n"
                 f"{signature.c_decl()};\n"
@@ -273,7 +275,9 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
 
 
 def pointer_order(task: Task) -> list[str]:
-    return [p.name for p in task.signature.params if p.pointer]
+    """The harness's arrays: the entry's pointer parameters, then the return value's slot."""
+    return [p.name for p in task.signature.params if p.pointer] + \
+        ([task.returns] if task.returns else [])
 
 
 def size_order(task: Task) -> list[str]:
