@@ -164,3 +164,68 @@ def test_returns_must_match_the_entry(tmp_path):
         (directory / "task.toml").write_text(broken)
         with pytest.raises(TaskError, match=match):
             load_task(directory)
+
+
+SCAN_TOML = """
+name = "scan"
+description = "In place: x[i] becomes x[0] + ... + x[i]."
+entry = "void scan(double *x, int n)"
+flops = "n"
+bytes = "16*n"
+reference = "np.cumsum(x)"
+baseline = "naive.c"
+[arrays.x]
+shape = ["n"]
+role = "inout"
+[sizes]
+default = {{ n = {n} }}
+[verify]
+rtol = 1e-9
+atol = 1e-9
+"""
+SCAN_NAIVE = """void scan(double *x, int n) {
+    for (int i = 1; i < n; i++) x[i] += x[i - 1];
+}
+"""
+
+
+def scan_task(tmp_path, n=4096):
+    directory = tmp_path / "scan"
+    directory.mkdir(exist_ok=True)
+    (directory / "task.toml").write_text(SCAN_TOML.format(n=n))
+    (directory / "naive.c").write_text(SCAN_NAIVE)
+    return load_task(directory)
+
+
+def test_an_in_place_kernel_is_given_its_input_and_judged_on_what_it_leaves(tmp_path, fast):
+    task = scan_task(tmp_path)
+    assert task.outputs == ["x"]
+    o = evaluate(task, SCAN_NAIVE, None, fast.replace(min_samples=5))
+    assert o.status is Status.OK, o.message
+    # every call starts from the input: without the restore, the timed calls would scan a scan
+
+
+def test_an_in_place_kernel_that_leaves_its_input_alone_is_wrong(tmp_path, fast):
+    lazy = "void scan(double *x, int n) { (void)x; (void)n; }"
+    o = evaluate(scan_task(tmp_path), lazy, None, fast)
+    assert o.status is Status.WRONG_ANSWER and "first input set" in o.message
+
+
+def test_an_in_place_kernel_wrong_only_on_timed_calls_is_caught(tmp_path, fast):
+    # right on the first call of each process, then it scans one element short
+    sly = """void scan(double *x, int n) {
+    static int calls;
+    int end = calls++ > 0 ? n - 1 : n;
+    for (int i = 1; i < end; i++) x[i] += x[i - 1];
+}"""
+    o = evaluate(scan_task(tmp_path), sly, None, fast)
+    assert o.status is Status.WRONG_ANSWER and "first input set" not in o.message, o.message
+
+
+def test_an_in_place_kernel_writing_past_its_end_is_caught(tmp_path, fast):
+    over = """void scan(double *x, int n) {
+    for (int i = 1; i < n; i++) x[i] += x[i - 1];
+    x[n] = x[n - 1];  /* one past the end */
+}"""
+    o = evaluate(scan_task(tmp_path, n=4095), over, None, fast)
+    assert o.status in (Status.WRONG_ANSWER, Status.RUNTIME_ERROR), o.message

@@ -54,6 +54,14 @@ extern void pg_call(void **arrays, const long long *sizes);
 #define DRY_ROUNDS 9    /* calibration rounds; the parent takes the median */
 #define STAND_IN 1e-3   /* seconds a dry round waits in place of a kernel call */
 
+/* An array's kind (the manifest's first field): 0 input, 1 output poisoned with NaN before
+ * each call, 2 output zeroed before each call, 3 in place (restored to its input before each
+ * call, then overwritten by the kernel). */
+#define IS_OUT(a) ((a)->is_output == 1 || (a)->is_output == 2)
+#define IN_PLACE(a) ((a)->is_output == 3)
+#define HAS_INPUT(a) ((a)->is_output == 0 || IN_PLACE(a))
+#define WRITTEN(a) ((a)->is_output != 0)
+
 typedef struct {
     int is_output, is_float, perturb;
     size_t elem, count, bytes, align;
@@ -61,6 +69,7 @@ typedef struct {
     unsigned char *buf[2];      /* the live buffers of input set 1 and 2 */
     unsigned char *pristine[2]; /* what an input must still hold after a call */
     unsigned char *snapshot;    /* state after the secretly chosen timed call */
+    unsigned char *snapshot_in; /* in place: what the chosen call was given */
     unsigned char *base[2];     /* start of the mapping */
     size_t map_len[2];
     char file[2][512];
@@ -179,10 +188,11 @@ static void write_file(const char *path, const unsigned char *src, size_t bytes)
 /* Outputs before a call: NaN poison (is_output 1: every element must be written) or zeros
  * (is_output 2: the task's contract is an output that starts zeroed). */
 static void prepare_call(int set) {
-    for (int i = 0; i < n_arrays; i++)
-        if (arrays[i].is_output)
-            memset(arrays[i].buf[set], arrays[i].is_output == 2 ? 0 : GUARD_FILL,
-                   arrays[i].bytes);
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (IN_PLACE(a)) memcpy(a->buf[set], a->pristine[set], a->bytes);
+        else if (IS_OUT(a)) memset(a->buf[set], a->is_output == 2 ? 0 : GUARD_FILL, a->bytes);
+    }
 }
 
 /* Store v at element idx of an array of any element type. */
@@ -209,7 +219,7 @@ static double load(const Array *a, const unsigned char *buf, size_t idx) {
 static void perturb_inputs(void) {
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
-        if (a->is_output || !a->perturb || a->count == 0) continue;
+        if (!HAS_INPUT(a) || !a->perturb || a->count == 0) continue;
         double u = a->low + (a->high - a->low) * rng_uniform();
         size_t idx;
         double v;
@@ -240,7 +250,7 @@ static void check_call(int set, const char *phase, int full) {
             snprintf(violation, sizeof violation, "%s array %d wrote outside its bounds", phase, i);
             return;
         }
-        if (full && !a->is_output && memcmp(a->buf[set], a->pristine[set], a->bytes) != 0) {
+        if (full && !WRITTEN(a) && memcmp(a->buf[set], a->pristine[set], a->bytes) != 0) {
             snprintf(violation, sizeof violation, "%s array %d input modified", phase, i);
             return;
         }
@@ -295,14 +305,15 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 2; s++) {
             a->buf[s] = guarded_alloc(a, s);
             call_args[s][i] = a->buf[s];
-            if (!a->is_output) {
+            if (HAS_INPUT(a)) {
                 read_file(a->file[s], a->buf[s], a->bytes);
                 a->pristine[s] = malloc(a->bytes + 1);
                 memcpy(a->pristine[s], a->buf[s], a->bytes);
             }
         }
         a->snapshot = malloc(a->bytes + 1);
-        if (!a->snapshot) die("out of memory");
+        a->snapshot_in = malloc(a->bytes + 1);
+        if (!a->snapshot || !a->snapshot_in) die("out of memory");
     }
     fclose(m);
     rng_state = seed;
@@ -329,7 +340,7 @@ int main(int argc, char **argv) {
         check_call(0, "first call:", 1);
         char path[64];
         for (int i = 0; i < n_arrays; i++)
-            if (arrays[i].is_output) {
+            if (WRITTEN(&arrays[i])) {
                 snprintf(path, sizeof path, "out1_%d.bin", i);
                 write_file(path, arrays[i].buf[0], arrays[i].bytes);
             }
@@ -355,7 +366,7 @@ int main(int argc, char **argv) {
     }
     /* The dry rounds perturbed set 1: reload it, so the first call sees what the parent holds. */
     for (int i = 0; i < n_arrays; i++)
-        if (!arrays[i].is_output) {
+        if (HAS_INPUT(&arrays[i])) {
             read_file(arrays[i].file[0], arrays[i].buf[0], arrays[i].bytes);
             memcpy(arrays[i].pristine[0], arrays[i].buf[0], arrays[i].bytes);
         }
@@ -366,7 +377,7 @@ int main(int argc, char **argv) {
     check_call(0, "first call:", 1);
     unsigned char *first_out[MAX_ARRAYS] = {0};
     for (int i = 0; i < n_arrays; i++)
-        if (arrays[i].is_output) {
+        if (WRITTEN(&arrays[i])) {
             first_out[i] = malloc(arrays[i].bytes + 1);
             memcpy(first_out[i], arrays[i].buf[0], arrays[i].bytes);
         }
@@ -392,8 +403,11 @@ int main(int argc, char **argv) {
         samples[n] = t_call;
         check_call(0, "timed call:", n == chosen);
         if (n == chosen)
-            for (int i = 0; i < n_arrays; i++)
+            for (int i = 0; i < n_arrays; i++) {
                 memcpy(arrays[i].snapshot, arrays[i].buf[0], arrays[i].bytes);
+                if (IN_PLACE(&arrays[i]))
+                    memcpy(arrays[i].snapshot_in, arrays[i].pristine[0], arrays[i].bytes);
+            }
         n++;
         mark('t', n, -1);
         double spent = now() - t_loop;
@@ -412,7 +426,7 @@ int main(int argc, char **argv) {
     char path[64];
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
-        if (a->is_output) {
+        if (WRITTEN(a)) {
             snprintf(path, sizeof path, "out1_%d.bin", i);
             write_file(path, first_out[i], a->bytes);
             snprintf(path, sizeof path, "out2_%d.bin", i);
@@ -422,6 +436,12 @@ int main(int argc, char **argv) {
         write_file(path, a->snapshot, a->bytes);
         snprintf(path, sizeof path, "snap_last_%d.bin", i);
         write_file(path, a->buf[0], a->bytes);
+        if (IN_PLACE(a)) { /* what those two calls were given */
+            snprintf(path, sizeof path, "snap_chosen_in_%d.bin", i);
+            write_file(path, a->snapshot_in, a->bytes);
+            snprintf(path, sizeof path, "snap_last_in_%d.bin", i);
+            write_file(path, a->pristine[0], a->bytes);
+        }
     }
     FILE *r = fopen("result.txt", "w");
     if (!r) die("cannot write result.txt");

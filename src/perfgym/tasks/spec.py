@@ -29,7 +29,9 @@ class ArraySpec:
     name: str
     shape: tuple[str, ...]  # formulas of the sizes
     dtype: str  # NumPy dtype name
-    role: str  # "in" (must be left unchanged) or "out" (garbage on entry, fully written)
+    # "in" (must be left unchanged), "out" (garbage or zeros on entry, fully written) or
+    # "inout" (holds the input on entry, the answer on return: an in-place kernel)
+    role: str
     low: str = "-1.0"  # inputs are drawn uniformly from [low, high): numbers or size formulas
     high: str = "1.0"
     # How the harness changes this input before each timed call so no answer can be replayed:
@@ -72,6 +74,11 @@ class Task:
     @property
     def entry(self) -> str:
         return self.signature.c_decl()
+
+    @property
+    def outputs(self) -> list[str]:
+        """The arrays the kernel writes its answer to (outputs and in-place arrays)."""
+        return [a.name for a in self.arrays.values() if a.role in ("out", "inout")]
 
     def sizes(self, which: str = "default") -> list[dict[str, int]]:
         if which == "default":
@@ -169,8 +176,8 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         if not isinstance(a, dict) or "shape" not in a:
             raise TaskError(f"{where}: field '{field_name}.shape' is missing")
         role = a.get("role", "in")
-        if role not in ("in", "out"):
-            raise TaskError(f"{where}: field '{field_name}.role' must be 'in' or 'out'")
+        if role not in ("in", "out", "inout"):
+            raise TaskError(f"{where}: field '{field_name}.role' must be 'in', 'out' or 'inout'")
         dtype = a.get("dtype", "float64")
         if dtype not in set(C_TYPES.values()):
             raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported")

@@ -252,7 +252,7 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
     if task.generator:
         arrays = load_python_attr(str(task.directory / task.generator), "make_inputs")(rng, **size)
         for a in task.arrays.values():
-            if a.role != "in":
+            if a.role == "out":
                 continue
             got = arrays.get(a.name)
             want = task.shape(a.name, size)
@@ -263,7 +263,7 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
         return {k: np.ascontiguousarray(v) for k, v in arrays.items()}
     arrays = {}
     for a in task.arrays.values():
-        if a.role != "in":
+        if a.role == "out":
             continue
         shape = task.shape(a.name, size)
         low, high = task.bounds(a.name, size)
@@ -301,13 +301,14 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
         files = []
         for s, data in enumerate(inputs.sets):
             path = f"in{s + 1}_{i}.bin"
-            if spec.role == "in":
+            if spec.role != "out":
                 data[name].tofile(workdir / path)
             files.append(path)
         perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
         low, high = task.bounds(name, size)
-        # 0 input, 1 output poisoned with NaN before each call, 2 output zeroed before each call
-        kind = 0 if spec.role != "out" else 2 if spec.init == "zero" else 1
+        # 0 input, 1 output poisoned with NaN before each call, 2 output zeroed before each
+        # call, 3 in place (restored to its input before each call)
+        kind = {"in": 0, "inout": 3}.get(spec.role, 2 if spec.init == "zero" else 1)
         lines.append(f"array {kind} {int(dtype.kind == 'f')} "
                      f"{perturb} {dtype.itemsize} {count} 64 {low!r} {high!r} "
                      f"{files[0]} {files[1]}")

@@ -211,7 +211,7 @@ def implausible(samples: list[float], run_wall: float, gflops: float | None,
 
 
 def _is_fp32(task: Task) -> bool:
-    outs = [a.dtype for a in task.arrays.values() if a.role == "out"]
+    outs = [task.arrays[n].dtype for n in task.outputs]
     return bool(outs) and outs[0] == "float32"
 
 
@@ -304,7 +304,7 @@ def _outputs(task: Task, size: dict, order: list[str], workdir: Path, s: int) ->
     """The outputs the harness saved for input set `s` (1 or 2)."""
     return {n: _load(workdir, f"out{s}_{order.index(n)}.bin", task.arrays[n].dtype,
                      task.shape(n, size))
-            for n in order if task.arrays[n].role == "out"}
+            for n in order if n in task.outputs}
 
 
 def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
@@ -313,13 +313,17 @@ def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.Inp
     """Check the four answers the harness kept. Returns ((message, details) or None, max err)."""
     checks = [("the first input set", inputs.sets[0], _outputs(task, size, order, workdir, 1)),
               ("the second input set", inputs.sets[1], _outputs(task, size, order, workdir, 2))]
-    outputs = [n for n in order if task.arrays[n].role == "out"]
+    outputs = task.outputs
     for snap, label in (("chosen", "a timed call"), ("last", "the last timed call")):
         arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].dtype,
                          task.shape(n, size))
                 for i, n in enumerate(order)}
-        checks.append((label, {n: arrs[n] for n in order if n not in outputs},
-                       {n: arrs[n] for n in outputs}))
+        given = {n: arrs[n] for n in order if n not in outputs}
+        for i, n in enumerate(order):  # in place: the call was given what the harness kept
+            if task.arrays[n].role == "inout":
+                given[n] = _load(workdir, f"snap_{snap}_in_{i}.bin", task.arrays[n].dtype,
+                                 task.shape(n, size))
+        checks.append((label, given, {n: arrs[n] for n in outputs}))
     return _verify(task, size, config, checks, rng, refs)
 
 
