@@ -229,3 +229,55 @@ def test_an_in_place_kernel_writing_past_its_end_is_caught(tmp_path, fast):
 }"""
     o = evaluate(scan_task(tmp_path, n=4095), over, None, fast)
     assert o.status in (Status.WRONG_ANSWER, Status.RUNTIME_ERROR), o.message
+
+
+AXPY_TOML = """
+name = "axpy"
+description = "y = alpha * x + y, in place."
+entry = "void axpy(double *y, const double *x, double alpha, float beta, int n)"
+flops = "2*n"
+bytes = "24*n"
+reference = "alpha * x + y + beta"
+baseline = "naive.c"
+[scalars]
+alpha = 2.5
+beta = -0.25
+[arrays.y]
+shape = ["n"]
+role = "inout"
+[arrays.x]
+shape = ["n"]
+[sizes]
+default = { n = 1000 }
+[verify]
+rtol = 1e-7
+atol = 1e-7
+"""
+AXPY = """void axpy(double *y, const double *x, double alpha, float beta, int n) {
+    for (int i = 0; i < n; i++) y[i] = alpha * x[i] + y[i] + beta;
+}
+"""
+
+
+def axpy_task(tmp_path, toml=AXPY_TOML):
+    directory = tmp_path / "axpy"
+    directory.mkdir(exist_ok=True)
+    (directory / "task.toml").write_text(toml)
+    (directory / "naive.c").write_text(AXPY)
+    return load_task(directory)
+
+
+def test_floating_point_scalars_reach_the_kernel_and_the_reference(tmp_path, fast):
+    task = axpy_task(tmp_path)
+    assert task.scalars == {"alpha": 2.5, "beta": -0.25}
+    assert evaluate(task, AXPY, None, fast).status is Status.OK
+    # a kernel that ignores the scalar's value is wrong
+    fixed = AXPY.replace("alpha * x[i]", "2.0 * x[i]")
+    assert evaluate(task, fixed, None, fast).status is Status.WRONG_ANSWER
+
+
+def test_a_floating_point_parameter_needs_a_value(tmp_path):
+    with pytest.raises(TaskError, match="scalars.beta"):
+        axpy_task(tmp_path, AXPY_TOML.replace("beta = -0.25\n", ""))
+    with pytest.raises(TaskError, match="scalars.gamma"):
+        axpy_task(tmp_path, AXPY_TOML.replace("beta = -0.25\n", "beta = -0.25\ngamma = 1.0\n"))

@@ -27,9 +27,9 @@ def reference_outputs(task: Task, inputs: dict[str, np.ndarray],
     inputs = {k: v.copy() if task.arrays[k].role == "inout" else v for k, v in inputs.items()}
     if task.reference.endswith(".py"):
         fn = load_python_attr(str(task.directory / task.reference), "reference")
-        result = fn(**inputs, **size)
+        result = fn(**inputs, **size, **task.scalars)
     else:
-        namespace = {"np": np, "numpy": np, **inputs, **size}
+        namespace = {"np": np, "numpy": np, **inputs, **size, **task.scalars}
         # the task author's code, trusted as reference.py is; with builtins, because NumPy's
         # array methods (x.sum(), x.mean()) import inside the caller's frame
         result = eval(task.reference, {"__builtins__": builtins}, namespace)

@@ -70,6 +70,8 @@ class Task:
     # |expected| of the output: sums and reductions whose elements can cancel to near zero)
     tolerance_scale: str = "element"
     returns: str | None = None  # the output that holds the entry's return value
+    # floating-point scalar parameters of the entry and their values ([scalars] alpha = 2.5)
+    scalars: dict[str, float] = field(default_factory=dict)
 
     @property
     def entry(self) -> str:
@@ -206,7 +208,10 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
                                 f"{', '.join(default)}")
     size_names = set(default)
 
-    # Every entry parameter must be an array of the spec or a size.
+    scalars = raw.get("scalars", {})
+    if not isinstance(scalars, dict):
+        raise TaskError(f"{where}: field 'scalars' must be a table of numbers")
+    # Every entry parameter must be an array of the spec, a size or a floating-point scalar.
     for p in signature.params:
         if p.pointer:
             if p.name not in arrays:
@@ -215,9 +220,19 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             if C_TYPES[p.ctype] != arrays[p.name].dtype:
                 raise TaskError(f"{where}: field 'arrays.{p.name}.dtype' is "
                                 f"{arrays[p.name].dtype} but the entry declares {p.ctype}")
+        elif C_TYPES[p.ctype].startswith("float"):
+            if not isinstance(scalars.get(p.name), (int, float)) or \
+                    isinstance(scalars.get(p.name), bool):
+                raise TaskError(f"{where}: field 'scalars.{p.name}': the entry's floating-point "
+                                f"parameter {p.name!r} needs a value ([scalars] {p.name} = 1.5)")
         elif p.name not in size_names:
             raise TaskError(f"{where}: field 'entry': scalar parameter {p.name!r} is not a size "
                             f"(sizes: {', '.join(sorted(size_names))})")
+    floating = {p.name for p in signature.params
+                if not p.pointer and C_TYPES[p.ctype].startswith("float")}
+    if stray := sorted(set(scalars) - floating):
+        raise TaskError(f"{where}: field 'scalars.{stray[0]}' is not a floating-point "
+                        "parameter of the entry")
     # A value the entry returns is an output of one element named by `returns`.
     returns = raw.get("returns")
     if (signature.ret == "void") != (returns is None):
@@ -286,4 +301,5 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         verify_mode=mode, rtol=float(verify.get("rtol", 1e-6)),
         atol=float(verify.get("atol", 1e-9)), baseline=baseline, expert=expert,
         forbidden_calls=tuple(raw.get("forbidden_calls", [])), generator=generator,
-        spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns)
+        spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns,
+        scalars={k: float(v) for k, v in scalars.items()})

@@ -88,18 +88,24 @@ def shim_source(signature: Signature, lang: Language = C) -> str:
         if p.pointer:
             args.append(f"({'const ' if p.const else ''}{p.ctype} *)arrays[{a}]")
             a += 1
+        elif p.ctype in ("double", "float"):  # a floating scalar travels as its bits
+            args.append(f"({p.ctype})pg_double(sizes[{s}])")
+            s += 1
         else:
             args.append(f"({p.ctype})sizes[{s}]")
             s += 1
     call = f"{signature.name}({', '.join(args)});"
     if signature.ret != "void":  # the value goes to the one-element output after the arrays
         call = f"*({signature.ret} *)arrays[{a}] = {call}"
+    bits = ("#include <string.h>\n"
+            "static double pg_double(long long b) { double d; memcpy(&d, &b, 8); return d; }\n")
     if lang is C:
-        return ("#include <stdint.h>\n#include <stddef.h>\n"
+        return ("#include <stdint.h>\n#include <stddef.h>\n" + bits +
                 f"{signature.c_decl()};\n"
                 "void pg_call(void **arrays, const long long *sizes) {\n"
                 f"    {call}\n}}\n")
     return ("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+            + bits +
             f"{signature.c_decl()};\n"
             'extern "C" void pg_call(void **arrays, const long long *sizes) {\n'
             f"    try {{ {call} }} catch (...) {{\n"
@@ -291,7 +297,9 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
              f"samples {config.min_samples} {config.max_samples} {config.max_time} "
              f"{config.cv_target}"]
     names = size_order(task)
-    lines.append(f"sizes {len(names)} " + " ".join(str(size[n]) for n in names))
+    values = [size[n] if n not in task.scalars else  # a double's bits, for the shim
+              int(np.float64(task.scalars[n]).view(np.int64)) for n in names]
+    lines.append(f"sizes {len(names)} " + " ".join(str(v) for v in values))
     order = pointer_order(task)
     lines.append(f"arrays {len(order)}")
     for i, name in enumerate(order):
