@@ -193,3 +193,13 @@ def test_an_unknown_language_in_a_task_is_a_clear_error(tmp_path, dgemm):
     toml.write_text(toml.read_text().replace('language = "c"', 'language = "fortran"', 1))
     with pytest.raises(TaskError, match="language is one of c, cpp"):
         load_task(directory)
+
+
+def test_prompts_ask_for_cpp_in_a_cpp_block(cpp_dgemm, dgemm):
+    from perfgym.prompts import expand_prompt, generate_prompt
+    prompt = generate_prompt(cpp_dgemm)
+    assert prompt.startswith("Write a fast C++ kernel") and "```cpp code block" in prompt
+    assert "g++" in prompt and "-std=gnu++17" in prompt and "vector" in prompt
+    improve = expand_prompt(cpp_dgemm, "improve", "void f() {}", {"status": "OK"})
+    assert "```cpp\nvoid f() {}" in improve
+    assert generate_prompt(dgemm).startswith("Write a fast C kernel")
