@@ -94,10 +94,10 @@ class Backend:
         """The EvalConfig field `--timeout` sets."""
         return "timeout"
 
-    def generate_prompt(self, task, **kw) -> str:
-        raise NotImplementedError
-
-    def expand_prompt(self, task, op: str, **kw) -> str:
+    def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
+               stage=None, machine=None, size=None, override_dir=None, config=None) -> str:
+        """The prompt for search op `op` ("generate", or "improve"/"deepen"/"repair" of a
+        parent's code with its measured feedback)."""
         raise NotImplementedError
 
     def describe(self, task) -> list[str]:
