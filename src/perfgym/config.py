@@ -57,8 +57,8 @@ class EvalConfig:
         return replace(self, **changes)
 
     def build_flags(self) -> list[str]:
-        return [f"-{self.opt}", f"-march={self.march}", "-fopenmp", "-std=gnu11",
-                *self.extra_flags]
+        """The flags every kernel is built with; the backend adds its language's -std."""
+        return [f"-{self.opt}", f"-march={self.march}", "-fopenmp", *self.extra_flags]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

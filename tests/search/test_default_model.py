@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="the local extra is not installed: "
+                    "pip install 'perfgym[local]'")
 
 
 def perfgym(*args, cwd=None, timeout=1200):

@@ -23,8 +23,9 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("openai")
-pytest.importorskip("fastapi")
+pytest.importorskip("openai", reason="the llm extra is not installed: pip install 'perfgym[llm]'")
+pytest.importorskip("fastapi", reason="transformers serve needs the serve extra: "
+                    "pip install 'perfgym[serve]'")
 
 
 def _free_port() -> int:

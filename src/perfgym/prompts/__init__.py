@@ -43,13 +43,11 @@ def stage_rules(stage: int | None) -> str:
     return text
 
 
-def compile_line(config: EvalConfig | None, source=None) -> str:
+def compile_line(config: EvalConfig | None, source) -> str:
     """How the harness compiles the kernel, as the prompt states it (the -O level matters: at
     O0 the model must know the compiler will not optimize for it). `source`: the kernel's
     language as the C-family backends build it (backends.c.build.Language)."""
     config = config or EvalConfig()
-    if source is None:
-        return f"{config.compiler} {' '.join(config.build_flags())}"
     return f"{source.compiler(config.compiler)} {' '.join(source.flags(config))}"
 
 

@@ -68,7 +68,7 @@ class Language:
         return chosen
 
     def flags(self, config: EvalConfig) -> list[str]:
-        return [f for f in config.build_flags() if not f.startswith("-std=")] + [self.std]
+        return [*config.build_flags(), self.std]
 
 
 C = Language("c", "-std=gnu11", "cpp-output", "shim.c",
