@@ -10,7 +10,8 @@ import pytest
 
 from perfgym import EvalConfig, Status, evaluate, get_task
 from perfgym.backends.torch.tolerance import judge_for, mismatches
-from perfgym.backends.torch.session import speedup_lower_bound
+from perfgym.backends.torch.session import (TAMPER_MIN_CALLS, Samples, Verdict, cross_check,
+                                             speedup_lower_bound)
 from perfgym.outcome import Outcome
 from perfgym.rewards import score
 from perfgym.tasks import TaskError
@@ -60,6 +61,24 @@ def test_speedup_bound_is_a_sign_test():
     same = [speedup_lower_bound(list(1 + 0.1 * rng.random(40)), list(1 + 0.1 * rng.random(40)))
             for _ in range(200)]
     assert sum(b > 1 for b in same) <= 2  # 0.1% false "faster" rate, with room for chance
+
+
+def samples(worker: float, parent: float, n: int) -> Samples:
+    return Samples([worker] * n, [parent] * n)
+
+
+def test_a_clock_that_disagrees_on_every_call_is_tampering():
+    ref = samples(0.75, 1.9, 10)  # 1.15 s of channel: a 1 GiB output
+    with pytest.raises(Verdict, match="tampering"):
+        cross_check(ref, samples(0.75, 4.6, TAMPER_MIN_CALLS))
+
+
+def test_one_slow_exchange_is_charged_not_called_tampering():
+    # the same disagreement seen once may be a busy moment: charged in full, not judged
+    ref = samples(0.75, 1.9, 1)
+    timing = cross_check(ref, samples(0.75, 4.6, 1))
+    assert timing.new[0] == pytest.approx(0.75 + (4.6 - 0.75) - 1.15)
+    assert timing.new[0] > 3 * timing.ref[0]
 
 
 def test_weighted_bonus_needs_the_bound():

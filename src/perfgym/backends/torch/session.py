@@ -38,6 +38,9 @@ STREAM_BYTES = 64 << 20  # outputs are compared in chunks this size: no 1 GiB co
 # by this factor, plus these seconds, plus this share of its own claimed time, before its clock
 # is disbelieved. Smaller hidden work is not rejected but charged (see cross_check).
 TAMPER_FACTOR, TAMPER_SLACK, TAMPER_SHARE = 2.0, 2e-3, 0.1
+# Below this many candidate calls a quartile is one busy moment, not a habit: the disagreement
+# is then charged, never judged (a 1 GiB output timed once was once called tampering).
+TAMPER_MIN_CALLS = 3
 
 
 class Verdict(Exception):
@@ -345,7 +348,8 @@ def cross_check(ref: Samples, cand: Samples) -> TimingResult:
     cand_overhead = float(np.median(cand.overhead()))
     allowed = (TAMPER_FACTOR * float(np.percentile(ref.overhead(), 75)) + TAMPER_SLACK
                + TAMPER_SHARE * float(np.median(cand.worker)))
-    if float(np.percentile(cand.overhead(), 25)) > allowed:
+    if len(cand.parent) >= TAMPER_MIN_CALLS and \
+            float(np.percentile(cand.overhead(), 25)) > allowed:
         raise Verdict("WRONG_ANSWER", f"tampering: the worker's clock says "
                       f"{np.median(cand.worker) * 1e3:.3f} ms per call but the parent saw "
                       f"{np.median(cand.parent) * 1e3:.3f} ms; beyond the channel's own "
