@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .tasks.signature import Signature
+from .tasks.signature import Signature, canonical_type
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _C_LANGS = {"", "c", "cpp", "c++", "cc", "h"}
@@ -93,13 +93,20 @@ def _params_match(args: str, signature: Signature) -> bool:
         return False
     for part, param in zip(parts, signature.params):
         part = re.sub(r"\b(const|restrict|__restrict__|__restrict)\b", " ", part)
+        if param.vector:  # std::vector<T> &name, spaced any way
+            vm = re.fullmatch(r"(?:std::)?vector<(.+)>&\w*", "".join(part.split()))
+            if not vm or vm.group(1) != "".join(param.ctype.split()):
+                return False
+            continue
+        if "&" in part:
+            return False
         part = part.replace("*", " * ")
         tokens = part.split()
         if not tokens:
             return False
         pointer = "*" in tokens
         words = [t for t in tokens if t != "*"]
-        ctype = " ".join(words[:-1]) if len(words) > 1 else ""
+        ctype = canonical_type(" ".join(words[:-1])) if len(words) > 1 else ""
         if pointer != param.pointer or ctype != param.ctype:
             return False
     return True

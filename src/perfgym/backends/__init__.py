@@ -67,6 +67,10 @@ class Backend:
     # how its tasks are written: "toml" (a task directory, tasks/spec.py) or "kernelbench"
     task_format: str = "toml"
 
+    def signature_problem(self, signature) -> str | None:
+        """Why this backend cannot call an entry of this signature, or None."""
+        return None
+
     def extract(self, task, text: str) -> str:
         """The kernel in a model's answer (or a source file's text); raises ValueError (a
         FormatError) when there is none."""

@@ -43,8 +43,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Generated per task: casts the array pointers and sizes and calls the entry. */
+/* Generated per task: casts the array pointers and sizes and calls the entry. pg_before and
+ * pg_after run around every call, outside the timed region: they move the arrays into and out
+ * of the containers a C++ entry takes (std::vector), and do nothing for pointers. */
 extern void pg_call(void **arrays, const long long *sizes);
+extern void pg_before(void **arrays, const long long *counts);
+extern void pg_after(void **arrays, const long long *counts);
 
 #define MAX_ARRAYS 16
 #define MAX_SIZES 16
@@ -63,7 +67,7 @@ extern void pg_call(void **arrays, const long long *sizes);
 #define WRITTEN(a) ((a)->is_output != 0)
 
 typedef struct {
-    int is_output, is_float, perturb;
+    int is_output, is_float, perturb; /* is_float: 0 integer or bool, 1 real, 2 complex */
     size_t elem, count, bytes, align;
     double low, high;
     unsigned char *buf[2];      /* the live buffers of input set 1 and 2 */
@@ -79,6 +83,7 @@ static Array arrays[MAX_ARRAYS];
 static int n_arrays;
 static long long sizes[MAX_SIZES];
 static int n_sizes;
+static long long counts[MAX_ARRAYS]; /* elements per array, for pg_before and pg_after */
 static void *call_args[2][MAX_ARRAYS];
 static double samples[MAX_SAMPLES];
 static uint64_t rng_state;
@@ -195,9 +200,11 @@ static void prepare_call(int set) {
     }
 }
 
-/* Store v at element idx of an array of any element type. */
+/* Store v at element idx of an array of any element type (of a complex one: its real part). */
 static void store(Array *a, unsigned char *buf, size_t idx, double v) {
-    if (a->is_float && a->elem == 8) ((double *)buf)[idx] = v;
+    if (a->is_float == 2 && a->elem == 16) ((double *)buf)[2 * idx] = v;
+    else if (a->is_float == 2 && a->elem == 8) ((float *)buf)[2 * idx] = (float)v;
+    else if (a->is_float && a->elem == 8) ((double *)buf)[idx] = v;
     else if (a->is_float && a->elem == 4) ((float *)buf)[idx] = (float)v;
     else if (a->elem == 8) ((int64_t *)buf)[idx] = (int64_t)v;
     else if (a->elem == 4) ((int32_t *)buf)[idx] = (int32_t)v;
@@ -205,6 +212,8 @@ static void store(Array *a, unsigned char *buf, size_t idx, double v) {
 }
 
 static double load(const Array *a, const unsigned char *buf, size_t idx) {
+    if (a->is_float == 2 && a->elem == 16) return ((const double *)buf)[2 * idx];
+    if (a->is_float == 2 && a->elem == 8) return ((const float *)buf)[2 * idx];
     if (a->is_float && a->elem == 8) return ((const double *)buf)[idx];
     if (a->is_float && a->elem == 4) return ((const float *)buf)[idx];
     if (a->elem == 8) return (double)((const int64_t *)buf)[idx];
@@ -302,6 +311,7 @@ int main(int argc, char **argv) {
                    a->file[0], a->file[1]) != 10)
             die("manifest: array");
         a->bytes = a->elem * a->count;
+        counts[i] = (long long)a->count;
         for (int s = 0; s < 2; s++) {
             a->buf[s] = guarded_alloc(a, s);
             call_args[s][i] = a->buf[s];
@@ -322,10 +332,12 @@ int main(int argc, char **argv) {
 #define CALL_IF(kernel, set, phase)                 \
     do {                                            \
         arm_decoys(decoys);                         \
+        pg_before(call_args[set], counts);          \
         t_call = now();                             \
         if (kernel) pg_call(call_args[set], sizes); \
         else stand_in();                            \
         t_call = now() - t_call;                    \
+        pg_after(call_args[set], counts);           \
         check_decoys(decoys, phase);                \
     } while (0)
 #define CALL(set, phase) CALL_IF(1, set, phase)

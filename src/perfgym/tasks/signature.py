@@ -1,4 +1,5 @@
-"""Parse a C entry signature such as `void f(double *A, int n)` into typed parameters."""
+"""Parse an entry signature such as `void f(double *A, int n)` or, in C++,
+`double f(std::vector<double> const& x)` into typed parameters."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,10 @@ C_TYPES = {
     "double": "float64", "float": "float32", "int": "int32", "long": "int64",
     "long long": "int64", "int64_t": "int64", "int32_t": "int32", "uint8_t": "uint8",
     "unsigned char": "uint8", "unsigned int": "uint32", "uint32_t": "uint32", "size_t": "uint64",
+    "bool": "bool", "std::complex<double>": "complex128", "std::complex<float>": "complex64",
 }
+# The element types only C++ has (the C backend refuses them, and std::vector, up front).
+CPP_ONLY_TYPES = {"std::complex<double>", "std::complex<float>"}
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,18 @@ class Param:
     name: str
     pointer: bool
     const: bool
+    vector: bool = False  # a std::vector<ctype> by reference: an array, like a pointer
+
+    @property
+    def array(self) -> bool:
+        """Whether the parameter carries one of the task's arrays."""
+        return self.pointer or self.vector
+
+    def decl(self) -> str:
+        const = "const " if self.const else ""
+        if self.vector:
+            return f"{const}std::vector<{self.ctype}> &{self.name}"
+        return f"{const}{self.ctype} {'*' if self.pointer else ''}{self.name}"
 
 
 @dataclass(frozen=True)
@@ -27,19 +43,22 @@ class Signature:
     params: tuple[Param, ...]
 
     def c_decl(self) -> str:
-        args = ", ".join(
-            f"{'const ' if p.const else ''}{p.ctype} {'*' if p.pointer else ''}{p.name}"
-            for p in self.params)
-        return f"{self.ret} {self.name}({args})"
+        return f"{self.ret} {self.name}({', '.join(p.decl() for p in self.params)})"
+
+    @property
+    def uses_cpp(self) -> bool:
+        return self.ret in CPP_ONLY_TYPES or any(
+            p.vector or p.ctype in CPP_ONLY_TYPES for p in self.params)
 
 
 class SignatureError(ValueError):
     pass
 
 
-_SIG = re.compile(r"^\s*(?P<ret>[A-Za-z_][\w ]*?)\s+(?P<name>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)"
-                  r"\s*;?\s*$")
+_SIG = re.compile(r"^\s*(?P<ret>[A-Za-z_][\w :<>]*?)\s*(?<![\w:])(?P<name>[A-Za-z_]\w*)\s*"
+                  r"\((?P<args>[^()]*)\)\s*;?\s*$")
 _RESTRICT = re.compile(r"\b(restrict|__restrict__|__restrict)\b")
+_VECTOR = re.compile(r"^(?:std::)?vector\s*<\s*(?P<elem>.+?)\s*>\s*&\s*(?P<name>[A-Za-z_]\w*)$")
 
 
 def parse_signature(text: str) -> Signature:
@@ -47,24 +66,52 @@ def parse_signature(text: str) -> Signature:
     if not m:
         raise SignatureError(f"entry {text!r} is not a C declaration of the form "
                              "'void name(type *array, int size, ...)'")
-    ret = " ".join(m.group("ret").split())
+    ret = canonical_type(m.group("ret"))
     if ret != "void" and ret not in C_TYPES:
         raise SignatureError(f"entry return type {ret!r} is not void or one of "
                              f"{', '.join(sorted(C_TYPES))}")
     params = []
-    for raw in m.group("args").split(","):
+    for raw in _split_args(m.group("args")):
         raw = _RESTRICT.sub(" ", raw).strip()
         if not raw or raw == "void":
             continue
         const = bool(re.search(r"\bconst\b", raw))
         raw = re.sub(r"\bconst\b", " ", raw)
-        pm = re.match(r"^(?P<type>[A-Za-z_][\w ]*?)\s*(?P<star>\*?)\s*(?P<name>[A-Za-z_]\w*)$",
+        vm = _VECTOR.match(" ".join(raw.split()))
+        if vm:
+            elem = canonical_type(vm.group("elem"))
+            if elem not in C_TYPES:
+                raise SignatureError(f"entry parameter {raw.strip()!r}: a std::vector's element "
+                                     f"type must be one of {', '.join(sorted(C_TYPES))}")
+            params.append(Param(elem, vm.group("name"), False, const, vector=True))
+            continue
+        if "&" in raw:
+            raise SignatureError(f"entry parameter {' '.join(raw.split())!r}: the only reference "
+                                 "parameters are std::vector<T> const& and std::vector<T>&")
+        pm = re.match(r"^(?P<type>[A-Za-z_][\w :<>]*?)\s*(?P<star>\*?)\s*(?P<name>[A-Za-z_]\w*)$",
                       " ".join(raw.split()))
         if not pm:
             raise SignatureError(f"entry parameter {raw!r} is not 'type name' or 'type *name'")
-        ctype = " ".join(pm.group("type").split())
+        ctype = canonical_type(pm.group("type"))
         if ctype not in C_TYPES:
             raise SignatureError(f"entry parameter type {ctype!r} is not one of "
                                  f"{', '.join(sorted(C_TYPES))}")
         params.append(Param(ctype, pm.group("name"), bool(pm.group("star")), const))
     return Signature(ret, m.group("name"), tuple(params))
+
+
+def canonical_type(ctype: str) -> str:
+    """One spelling per type: `std::complex< double >` is `std::complex<double>`."""
+    ctype = " ".join(ctype.split())
+    return re.sub(r"\s*([<>])\s*", r"\1", ctype)
+
+
+def _split_args(args: str) -> list[str]:
+    """Split at the commas outside template brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(args):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(args[start:i])
+            start = i + 1
+    return parts + [args[start:]]

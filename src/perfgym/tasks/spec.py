@@ -171,6 +171,8 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         signature = parse_signature(_need(raw, "entry", where))
     except SignatureError as exc:
         raise TaskError(f"{where}: field 'entry': {exc}") from None
+    if problem := backend(language).signature_problem(signature):
+        raise TaskError(f"{where}: field 'entry': {problem}")
 
     arrays = {}
     for aname, a in _need(raw, "arrays", where, dict).items():
@@ -213,13 +215,19 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         raise TaskError(f"{where}: field 'scalars' must be a table of numbers")
     # Every entry parameter must be an array of the spec, a size or a floating-point scalar.
     for p in signature.params:
-        if p.pointer:
+        if p.array:
             if p.name not in arrays:
-                raise TaskError(f"{where}: field 'entry': pointer parameter {p.name!r} has no "
+                raise TaskError(f"{where}: field 'entry': array parameter {p.name!r} has no "
                                 f"[arrays.{p.name}] table")
+            if p.vector and p.const and arrays[p.name].role != "in":
+                raise TaskError(f"{where}: field 'arrays.{p.name}.role': a const& vector is an "
+                                "input; take it by std::vector<T>& to write it")
             if C_TYPES[p.ctype] != arrays[p.name].dtype:
                 raise TaskError(f"{where}: field 'arrays.{p.name}.dtype' is "
                                 f"{arrays[p.name].dtype} but the entry declares {p.ctype}")
+        elif not C_TYPES[p.ctype].startswith(("float", "int", "uint")):
+            raise TaskError(f"{where}: field 'entry': parameter {p.name!r} of type {p.ctype} "
+                            "must be an array (a pointer or a std::vector)")
         elif C_TYPES[p.ctype].startswith("float"):
             if not isinstance(scalars.get(p.name), (int, float)) or \
                     isinstance(scalars.get(p.name), bool):
@@ -229,7 +237,7 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             raise TaskError(f"{where}: field 'entry': scalar parameter {p.name!r} is not a size "
                             f"(sizes: {', '.join(sorted(size_names))})")
     floating = {p.name for p in signature.params
-                if not p.pointer and C_TYPES[p.ctype].startswith("float")}
+                if not p.array and C_TYPES[p.ctype].startswith("float")}
     if stray := sorted(set(scalars) - floating):
         raise TaskError(f"{where}: field 'scalars.{stray[0]}' is not a floating-point "
                         "parameter of the entry")
@@ -245,7 +253,7 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             raise TaskError(f"{where}: field 'returns': [arrays.{returns}] must be an output "
                             f"with shape = [] and dtype {C_TYPES[signature.ret]}")
     for aname in arrays:
-        if aname not in {p.name for p in signature.params if p.pointer} and aname != returns:
+        if aname not in {p.name for p in signature.params if p.array} and aname != returns:
             raise TaskError(f"{where}: field 'arrays.{aname}' is not a parameter of the entry")
 
     flops = str(_need(raw, "flops", where, (str, int)))

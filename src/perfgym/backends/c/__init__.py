@@ -24,6 +24,12 @@ class CBackend(Backend):
     source = cbuild.C  # how the kernel's language is built
     headers = ALLOWED_HEADERS  # the system headers a kernel may include
 
+    def signature_problem(self, signature) -> str | None:
+        if self.source is cbuild.C and signature.uses_cpp:
+            return ("std::vector and std::complex are C++: set language = \"cpp\" or take "
+                    "pointers")
+        return None
+
     def extract(self, task, text: str) -> str:
         return extract_code(text, task.signature)
 

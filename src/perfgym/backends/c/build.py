@@ -79,13 +79,32 @@ CPP = Language("c++", "-std=gnu++17", "c++-cpp-output", "shim.cpp",
                 ("clang", "clang++"), ("clang++", "clang++")))
 
 
+VECTOR_RESIZED = "the kernel changed the length of a std::vector it was given"
+
+
 def shim_source(signature: Signature, lang: Language = C) -> str:
     """Source that casts the harness's generic arrays and sizes to the entry's parameters. For
     C++ the entry keeps C++ linkage, and an exception escaping it ends the run with a message
-    (it must not unwind into the C harness)."""
+    (it must not unwind into the C harness). A std::vector parameter is a static vector that
+    pg_before fills from the harness's array and pg_after copies back (inputs too, so the
+    harness sees a change to a const& input), both outside the timed region."""
     args, a, s = [], 0, 0
+    before, after = [], []
     for p in signature.params:
-        if p.pointer:
+        if p.vector:
+            v = f"pg_v{a}"
+            before.append(f"static std::vector<{p.ctype}> {v};")
+            # bool through bytes: an output poisoned with 0xFF reads as true, never as UB
+            elem = "unsigned char" if p.ctype == "bool" else p.ctype
+            before.append(f"static void pg_in{a}(void **arrays, const long long *counts) {{ "
+                          f"const {elem} *p = (const {elem} *)arrays[{a}]; "
+                          f"{v}.assign(p, p + counts[{a}]); }}")
+            after.append(f"    if ({v}.size() != (size_t)counts[{a}]) {{ "
+                         f'fputs("{VECTOR_RESIZED}\\n", stderr); abort(); }}\n'
+                         f"    std::copy({v}.begin(), {v}.end(), ({p.ctype} *)arrays[{a}]);")
+            args.append(v)
+            a += 1
+        elif p.pointer:
             args.append(f"({'const ' if p.const else ''}{p.ctype} *)arrays[{a}]")
             a += 1
         elif p.ctype in ("double", "float"):  # a floating scalar travels as its bits
@@ -100,17 +119,28 @@ def shim_source(signature: Signature, lang: Language = C) -> str:
     bits = ("#include <string.h>\n"
             "static double pg_double(long long b) { double d; memcpy(&d, &b, 8); return d; }\n")
     if lang is C:
-        return ("#include <stdint.h>\n#include <stddef.h>\n" + bits +
+        return ("#include <stdbool.h>\n#include <stdint.h>\n#include <stddef.h>\n" + bits +
                 f"{signature.c_decl()};\n"
                 "void pg_call(void **arrays, const long long *sizes) {\n"
-                f"    {call}\n}}\n")
-    return ("#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
-            + bits +
+                f"    {call}\n}}\n"
+                "void pg_before(void **arrays, const long long *counts) "
+                "{ (void)arrays; (void)counts; }\n"
+                "void pg_after(void **arrays, const long long *counts) "
+                "{ (void)arrays; (void)counts; }\n")
+    fill = "".join(f"    pg_in{i}(arrays, counts);\n" for i, p in enumerate(
+        q for q in signature.params if q.array) if p.vector)
+    return ("#include <algorithm>\n#include <complex>\n#include <vector>\n"
+            "#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+            + bits + "".join(line + "\n" for line in before) +
             f"{signature.c_decl()};\n"
             'extern "C" void pg_call(void **arrays, const long long *sizes) {\n'
             f"    try {{ {call} }} catch (...) {{\n"
             f'        fputs("{EXCEPTION_ESCAPED}\\n", stderr);\n'
-            "        abort();\n    }\n}\n")
+            "        abort();\n    }\n}\n"
+            'extern "C" void pg_before(void **arrays, const long long *counts) {\n'
+            "    (void)arrays; (void)counts;\n" + fill + "}\n"
+            'extern "C" void pg_after(void **arrays, const long long *counts) {\n'
+            "    (void)arrays; (void)counts;\n" + "".join(ln + "\n" for ln in after) + "}\n")
 
 
 @lru_cache(maxsize=1)
@@ -275,6 +305,11 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
         low, high = task.bounds(a.name, size)
         if a.dtype.startswith("float"):
             arrays[a.name] = rng.uniform(low, high, size=shape).astype(a.dtype)
+        elif a.dtype.startswith("complex"):
+            arrays[a.name] = (rng.uniform(low, high, size=shape) +
+                              1j * rng.uniform(low, high, size=shape)).astype(a.dtype)
+        elif a.dtype == "bool":
+            arrays[a.name] = rng.integers(0, 2, size=shape).astype(bool)
         else:
             arrays[a.name] = rng.integers(int(low), int(high), size=shape).astype(a.dtype)
     return arrays
@@ -282,12 +317,12 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
 
 def pointer_order(task: Task) -> list[str]:
     """The harness's arrays: the entry's pointer parameters, then the return value's slot."""
-    return [p.name for p in task.signature.params if p.pointer] + \
+    return [p.name for p in task.signature.params if p.array] + \
         ([task.returns] if task.returns else [])
 
 
 def size_order(task: Task) -> list[str]:
-    return [p.name for p in task.signature.params if not p.pointer]
+    return [p.name for p in task.signature.params if not p.array]
 
 
 def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: EvalConfig,
@@ -317,7 +352,9 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
         # 0 input, 1 output poisoned with NaN before each call, 2 output zeroed before each
         # call, 3 in place (restored to its input before each call)
         kind = {"in": 0, "inout": 3}.get(spec.role, 2 if spec.init == "zero" else 1)
-        lines.append(f"array {kind} {int(dtype.kind == 'f')} "
+        if dtype.kind == "b":  # perturbed to 0 or 1, never to a byte that is no bool
+            low, high = 0, 2
+        lines.append(f"array {kind} {'fc'.find(dtype.kind) + 1} "
                      f"{perturb} {dtype.itemsize} {count} 64 {low!r} {high!r} "
                      f"{files[0]} {files[1]}")
     (workdir / "manifest.txt").write_text("\n".join(lines) + "\n")

@@ -16,7 +16,7 @@ from ...tasks import Task, format_size
 from ...verify import compare, reference_outputs, sample_points
 from .. import Prepared
 from . import build as cbackend
-from .build import EXCEPTION_ESCAPED
+from .build import EXCEPTION_ESCAPED, VECTOR_RESIZED
 
 IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
 # (Strassen-like kernels do fewer FLOPs than the formula counts, so not 1.0)
@@ -124,6 +124,9 @@ def _run_failure(result, config: EvalConfig, size: dict, outcome) -> Outcome | N
     if result.killed_by and EXCEPTION_ESCAPED in result.stderr:  # the C++ shim's words
         return outcome(Status.RUNTIME_ERROR, EXCEPTION_ESCAPED + " (a kernel must handle its own "
                        "exceptions)", result.stderr[-2000:])
+    if result.killed_by and VECTOR_RESIZED in result.stderr:
+        return outcome(Status.RUNTIME_ERROR, VECTOR_RESIZED + " (outputs come sized: write "
+                       "their elements, do not resize them)", result.stderr[-2000:])
     if result.killed_by:
         return outcome(Status.RUNTIME_ERROR, _signal_message(result.killed_by, config),
                        result.stderr[-2000:])
