@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -11,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import machine as machine_mod
+from . import sandbox
 from .backends import backend_for
 from .errors import HostError
 from .config import EvalConfig
@@ -89,6 +92,7 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="print Outcomes as JSON"),
 ) -> None:
     """Evaluate kernels on a task and print a verdict per kernel and size."""
+    sandbox.sweep_stale()  # what killed drivers left behind
     t = get_task(task)
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout must be positive, not {timeout:g}")
@@ -462,6 +466,7 @@ def search_cmd(
     from .search import SQD, BestOfN, Engine, Refine, SQDConfig
     from .store import RunStore
 
+    sandbox.sweep_stale()  # what killed drivers left behind (a --resume after a kill too)
     if algo not in ("sqd", "refine", "best-of-n"):
         raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n")
     if policy is None:
@@ -899,7 +904,18 @@ def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (local
 
 
 def main() -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _die_cleanly)
     app()
+
+
+def _die_cleanly(signum: int, frame) -> None:
+    """SIGTERM / SIGINT: end the sandboxed commands and remove the work directories, then die
+    of the signal (the usual exit status: 143, 130). A search's run store keeps what it
+    recorded; --resume continues it."""
+    sandbox.abandon()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 if __name__ == "__main__":

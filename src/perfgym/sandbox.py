@@ -8,7 +8,12 @@ Every compile, link and run of candidate code goes through `run()`:
     tmpfs, so the only place it can leave a file is its own work directory;
   * rlimits (CPU, address space, file size, open files, processes, no core files);
   * a scrubbed environment and a throwaway working directory;
-  * stdout/stderr read through a cap: past it the command is killed.
+  * stdout/stderr read through a cap: past it the command is killed;
+  * it dies with its driver: a parent-death signal (SIGKILL, set by setpriv after the uid
+    change, which would clear it) reaches the command itself, even after kill -9 of the driver.
+    Work directories carry their driver's pid and start time in their name, so `sweep_stale()`
+    can remove those whose driver is gone, and `abandon()` ends a driver's commands and
+    directories on SIGTERM / SIGINT.
 Isolation is put into the argv (unshare, setpriv, prlimit), never into a preexec_fn, so it is
 safe to call from threads (the local executor, Ray workers).
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -82,6 +88,7 @@ class Isolation:
     own_uid: bool
     no_network: bool
     private_tmp: bool
+    dies_with_driver: bool = False  # setpriv --pdeathsig works here
     notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -89,6 +96,8 @@ class Isolation:
         parts.append("own uid" if self.own_uid else "same uid (not root)")
         parts.append("no network" if self.no_network else "network NOT isolated")
         parts.append("private /tmp" if self.private_tmp else "shared /tmp")
+        parts.append("dies with its driver" if self.dies_with_driver
+                     else "may outlive its driver")
         return ", ".join(parts)
 
 
@@ -109,7 +118,16 @@ def isolation() -> Isolation:
         if not private_tmp:
             notes.append("private mount namespace failed: "
                          + probe.stderr.decode(errors="replace").strip())
-    return Isolation(own_uid=own_uid, no_network=no_net, private_tmp=private_tmp, notes=notes)
+    dies = shutil.which("setpriv") is not None and subprocess.run(
+        ["setpriv", *_PDEATHSIG, "--", "true"], capture_output=True).returncode == 0
+    if not dies:
+        notes.append("setpriv --pdeathsig is missing: a killed driver leaves its commands running "
+                     "until their CPU limit")
+    return Isolation(own_uid=own_uid, no_network=no_net, private_tmp=private_tmp,
+                     dies_with_driver=dies, notes=notes)
+
+
+_PDEATHSIG = ["--pdeathsig", "SIGKILL"]
 
 
 def _shadowed() -> list[str]:
@@ -137,6 +155,7 @@ class _UidSlot:
                 os.close(fd)
                 continue
             self.fd, self.uid = fd, uid
+            kill_uid(uid)  # what a killed driver's command left behind under this uid
             return uid
         raise RuntimeError("perfgym: every sandbox uid is in use")
 
@@ -181,13 +200,113 @@ def processes_of_uid(uid: int) -> list[int]:
 
 def make_workdir(prefix: str = "perfgym-") -> Path:
     """A fresh directory for one evaluation. As root it lives outside every shadowed directory
-    (a root-owned, non-listable parent), so the sandbox sees it and nothing else it may write."""
+    (a root-owned, non-listable parent), so the sandbox sees it and nothing else it may write.
+    Its name carries this driver's pid and start time (out of the command's reach, unlike a
+    file inside), so a sweep can tell when its driver is gone."""
+    stamped = f"{prefix}{_owner_stamp(os.getpid())}-"
     if isolation().own_uid:
         ROOT_WORK_DIR.mkdir(parents=True, exist_ok=True)
         for d in (ROOT_WORK_DIR.parent, ROOT_WORK_DIR):
             os.chmod(d, 0o711)
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=ROOT_WORK_DIR))
-    return Path(tempfile.mkdtemp(prefix=prefix))
+    return Path(tempfile.mkdtemp(prefix=stamped, dir=work_root()))
+
+
+def work_root() -> Path:
+    """Where work directories are made."""
+    return ROOT_WORK_DIR if isolation().own_uid else Path(tempfile.gettempdir())
+
+
+def _owner_stamp(pid: int) -> str | None:
+    """"PID.START" (start time in clock ticks since boot: a reused pid has another), or None
+    when `pid` is not running."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the name in (...) may hold spaces
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    return f"{pid}.{fields[19]}"  # field 22 of stat; fields[0] is field 3
+
+
+# perfgym-[nvcc-|torch-ROLE-]PID.START-RANDOM; older, unstamped directories lack PID.START
+_WORKDIR_NAME = re.compile(r"perfgym-(?:nvcc-|torch-[a-z]+-)?(?:(\d+\.\d+)-)?[a-z0-9_]{8}")
+UNSTAMPED_AGE = 86400.0  # seconds after which an unstamped work directory is taken as stale
+
+
+def sweep_stale() -> list[Path]:
+    """Remove the work directories of drivers that are no longer running, and (as root) kill
+    what a dead driver's commands left running under a sandbox uid no driver holds. Returns
+    the directories removed."""
+    removed = []
+    root = work_root()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not (m := _WORKDIR_NAME.fullmatch(entry.name)) or not entry.is_dir(follow_symlinks=False):
+            continue
+        if m.group(1) is not None:
+            pid = int(m.group(1).split(".")[0])
+            if _owner_stamp(pid) == m.group(1):
+                continue  # its driver is alive
+        else:  # from before the stamp: only when nothing can still be using it
+            try:
+                if time.time() - entry.stat(follow_symlinks=False).st_mtime < UNSTAMPED_AGE:
+                    continue
+            except OSError:
+                continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not os.path.exists(entry.path):
+            removed.append(Path(entry.path))
+    if isolation().own_uid:
+        _kill_unheld_uids()
+    return removed
+
+
+def _kill_unheld_uids() -> None:
+    """Processes under a sandbox uid whose slot no driver holds outlived their driver."""
+    uids = set()
+    for entry in os.listdir("/proc"):
+        try:
+            uid = os.stat(f"/proc/{entry}").st_uid if entry.isdigit() else -1
+        except OSError:
+            continue
+        if UID_BASE <= uid < UID_BASE + UID_SLOTS:
+            uids.add(uid)
+    for uid in uids:
+        LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # a live driver's command
+        else:
+            kill_uid(uid)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+# Commands running now, for `abandon()`: process -> its sandbox uid (None when not root)
+_running: dict[subprocess.Popen, int | None] = {}
+_running_lock = threading.Lock()
+
+
+def abandon() -> None:
+    """Kill every command this driver is running and remove its work directories: for a
+    driver that is about to exit on a signal (the commands would die with it anyway; this
+    does it before the directories go)."""
+    with _running_lock:
+        running = list(_running.items())
+    for proc, uid in running:
+        _kill_group(proc)
+        if uid is not None:
+            kill_uid(uid)
+    mine = _owner_stamp(os.getpid())
+    for path in work_root().glob(f"perfgym-*{mine}-*"):
+        m = _WORKDIR_NAME.fullmatch(path.name)
+        if m and m.group(1) == mine:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _prlimit_args(limits: Limits) -> list[str]:
@@ -228,8 +347,10 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
     if iso.own_uid:
         with _UidSlot() as uid:
             _hand_over(workdir, uid)
+            # --pdeathsig after the uid change: setpriv sets it last, a uid change clears it
             wrapped = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                       "--inh-caps=-all", "--bounding-set=-all", "--"]
+                       "--inh-caps=-all", "--bounding-set=-all",
+                       *(_PDEATHSIG if iso.dies_with_driver else []), "--"]
             namespaces = (["--net"] if iso.no_network else []) + (
                 ["--mount", "--propagation", "private"] if iso.private_tmp else [])
             if iso.private_tmp:
@@ -244,8 +365,9 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
             return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,
                               uid, pass_fds, on_start)
-    return _supervise(_prlimit_args(limits) + argv, workdir, limits, clean_env, None, pass_fds,
-                      on_start)
+    dies = ["setpriv", *_PDEATHSIG, "--"] if iso.dies_with_driver else []
+    return _supervise(dies + _prlimit_args(limits) + argv, workdir, limits, clean_env, None,
+                      pass_fds, on_start)
 
 
 def _hand_over(workdir: Path, uid: int) -> None:
@@ -263,6 +385,17 @@ def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, st
     proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, close_fds=True, pass_fds=pass_fds)
+    with _running_lock:
+        _running[proc] = uid
+    try:
+        return _watch(proc, start, limits, uid, on_start)
+    finally:
+        with _running_lock:
+            del _running[proc]
+
+
+def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None,
+           on_start) -> RunResult:
     if on_start is not None:
         on_start(proc)
     kept: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
