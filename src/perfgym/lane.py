@@ -2,17 +2,25 @@
 
 A reader-writer lock: builds take it shared (many at once), a timing run takes it exclusive
 (nothing else of ours runs while a kernel is timed). Waiting timing runs go first, so a queue of
-builds cannot starve them. An flock on a file in the cache directory extends the rule to every
-perfgym process on the machine.
+builds cannot starve them. An flock on one file at a fixed path (not in the cache directory,
+which differs between users, tests and runs) extends the rule to every perfgym process on the
+machine.
 """
 from __future__ import annotations
 
 import fcntl
+import os
+import tempfile
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
-from .paths import cache_dir
+from .errors import HostError
+
+# /run/lock is the machine's directory for lock files (a tmpfs: never stale across boots)
+LOCK_PATH = (Path("/run/lock") if os.path.isdir("/run/lock")
+             else Path(tempfile.gettempdir())) / "perfgym-lane.lock"
 
 
 class Lane:
@@ -55,12 +63,34 @@ class Lane:
 
 @contextmanager
 def _flock(mode: int) -> Iterator[None]:
-    with open(cache_dir() / "bench.lock", "a") as f:
-        fcntl.flock(f, mode)
+    fd = _open_lock(LOCK_PATH)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _open_lock(path: Path) -> int:
+    """Open the lock file read-only (enough for flock), creating it readable by every user so
+    all of them share the lane. In a world-writable directory a symlink planted at the path is
+    never followed, and a file another user made is opened, not re-created."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            try:
+                return os.open(path, flags)
+            except FileNotFoundError:
+                pass
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o444)
+            except FileExistsError:
+                continue  # made by another process in between
+            os.fchmod(fd, 0o444)  # whatever the umask
+            return fd
+        except OSError as exc:  # a symlink, a directory, no permission
+            raise HostError(f"cannot open the timing lane's lock file {path}: {exc.strerror} "
+                            "(perfgym makes it; remove whatever is there)") from None
 
 
 LANE = Lane()  # one per process; the flock joins processes
