@@ -35,6 +35,19 @@ class UserError(Exception):
     """An error the user can fix; printed as one line."""
 
 
+# A candidate is a kernel or a model's answer, a few KB; a larger file is refused before it is
+# read, so no check runs over megabytes.
+MAX_CANDIDATE_BYTES = 1 << 20
+MAX_TIMEOUT = 24 * 3600.0  # seconds: the run limits and timers take whole, finite seconds
+
+
+def _check_timeout(flag: str, seconds: float | None) -> None:
+    import math
+    if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise UserError(f"{flag} is seconds, more than 0 and at most {MAX_TIMEOUT:g} (a day), "
+                        f"not {seconds:g}")
+
+
 def _fail(message: str) -> None:
     from rich.markup import escape  # a message naming "[sft]" is text, not a style tag
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -53,6 +66,10 @@ def _guard(fn):
             _fail(str(exc))
         except FileNotFoundError as exc:
             _fail(f"{exc.filename}: no such file")
+        except OSError as exc:
+            if exc.filename is None:  # not about a path the user gave: a bug, with its traceback
+                raise
+            _fail(f"{exc.filename}: {exc.strerror or exc}")
     return wrapper
 
 
@@ -94,8 +111,7 @@ def eval_cmd(
     """Evaluate kernels on a task and print a verdict per kernel and size."""
     sandbox.sweep_stale()  # what killed drivers left behind
     t = get_task(task)
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout must be positive, not {timeout:g}")
+    _check_timeout("--timeout", timeout)
     if input_budget is not None and input_budget < 1:
         raise UserError(f"--input-budget must be at least 1 element, not {input_budget}")
     backend = backend_for(t)
@@ -112,7 +128,7 @@ def eval_cmd(
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
     size_list = [parse_size(s, t) for s in size] if size else t.sizes(sizes)
     if files:
-        named = [(str(f), sys.stdin.read() if str(f) == "-" else _read(f)) for f in files]
+        named = [(str(f), _read_stdin() if str(f) == "-" else _read(f)) for f in files]
     else:
         named = [(f"{t.name}/naive", t.baseline.read_text())]
         if t.expert:
@@ -139,9 +155,27 @@ def _read(path: Path) -> str:
     if path.is_dir():
         raise UserError(f"{path} is a directory; give a .c file or a model answer")
     try:
-        return path.read_text()
+        with path.open("rb") as f:  # no more than the limit, whatever the file (or FIFO) holds
+            data = f.read(MAX_CANDIDATE_BYTES + 1)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    return _candidate_text(str(path), data)
+
+
+def _read_stdin() -> str:
+    return _candidate_text("stdin", sys.stdin.buffer.read(MAX_CANDIDATE_BYTES + 1))
+
+
+def _candidate_text(name: str, data: bytes) -> str:
+    if len(data) > MAX_CANDIDATE_BYTES:
+        raise UserError(f"{name} is over {MAX_CANDIDATE_BYTES >> 20} MiB; a candidate is one "
+                        "kernel or one model answer")
+    try:
+        return data.decode()
     except UnicodeDecodeError:
-        raise UserError(f"{path} is not a text file") from None
+        raise UserError(f"{name} is not a text file") from None
 
 
 def _rewards(scheme: str, requests: list[Request], outcomes: list[Outcome]) -> list[float]:
@@ -271,6 +305,7 @@ def tasks_selfcheck(
     """Score every problem's own reference as its candidate: each must load and pass, at 1x
     within the noise (never called faster)."""
     from .tasks.selfcheck import selfcheck
+    _check_timeout("--timeout", timeout)
     if not problems.exists():
         raise UserError(f"{problems} does not exist: give a problem file or a directory")
     paths = [problems] if problems.is_file() else sorted(
@@ -320,6 +355,7 @@ def bench_suite(
 ) -> None:
     """Run every task's naive and expert kernels; write a Markdown and a JSON table."""
     from .suite import blas_comparison, run_suite, save_for_listing, write_report
+    _check_timeout("--timeout", timeout)
     names = [n.strip() for n in tasks.split(",")] if tasks else builtin_names()
     task_list = [get_task(n) for n in names]
     config = EvalConfig(timeout=timeout, use_cache=False)
@@ -495,6 +531,8 @@ def search_cmd(
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
         "chains": chains, "stage": stage, "reward": reward, "opt": opt,
         "sampling": sampling}
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--run-dir {run_dir} is a file: give a directory (new or a run's)")
     if RunStore.exists(run_dir) and not resume:
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it or choose "
                         "another --run-dir")
@@ -554,14 +592,19 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="a run directory from `p
                out: Optional[Path] = typer.Option(None, help="output directory (default: "
                                                   "RUN_DIR/report)")) -> None:
     """Write PNG plots and a Markdown summary of a run."""
+    import sqlite3
+
     from .report import write_plots, write_summary
     from .store import RunStore
     if not RunStore.exists(run_dir):
         raise UserError(f"{run_dir} holds no run (no {RunStore.FILE})")
     store = RunStore(run_dir)
     target = out or run_dir / "report"
-    plots = write_plots(store, target)
-    summary = write_summary(store, target, plots)
+    try:
+        plots = write_plots(store, target)
+        summary = write_summary(store, target, plots)
+    except sqlite3.DatabaseError as exc:  # opened, but a page or a table is not a run's
+        raise UserError(f"{store.path} is not a readable run store ({exc})") from None
     console.print(f"wrote {summary} and {', '.join(p.name for p in plots)}", highlight=False)
 
 

@@ -72,20 +72,31 @@ class Candidate:
         return self.status == "OK"
 
 
+class StoreError(ValueError):
+    """A run directory that cannot hold or give back a run (a file, a corrupt database)."""
+
+
 class RunStore:
     FILE = "run.sqlite"
 
     def __init__(self, run_dir: str | Path) -> None:
         self.dir = Path(run_dir)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise StoreError(f"{self.dir} is a file, not a run directory: choose another")
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / self.FILE
         # one connection shared by threads (the async reward function runs in a worker thread)
         self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                     check_same_thread=False)
         self._lock = threading.RLock()
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")  # a completed write survives kill -9
-        self.conn.executescript(SCHEMA)
+        try:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")  # a completed write survives kill -9
+            self.conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise StoreError(f"{self.path} is not a readable run store ({exc}): move it aside "
+                             "or choose another run directory") from None
 
     def _execute(self, sql: str, params: tuple = ()) -> "_Result":
         with self._lock:

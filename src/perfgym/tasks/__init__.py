@@ -4,21 +4,39 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from .spec import BUILTIN_DIR, ArraySpec, Task, TaskError, format_size, load_task
+from .spec import (BUILTIN_DIR, ArraySpec, SizeError, Task, TaskError, check_size_fits,
+                   format_size, load_task)
 
-__all__ = ["ArraySpec", "Task", "TaskError", "builtin_names", "format_size", "get_task",
-           "load_python_attr", "load_task", "parse_size"]
+__all__ = ["ArraySpec", "SizeError", "Task", "TaskError", "builtin_names", "check_size_fits",
+           "format_size", "get_task", "load_python_attr", "load_task", "parse_size"]
 
 
 @lru_cache(maxsize=None)
 def load_python_attr(path: str, attr: str):
-    """`attr` from the Python file at `path` (a task's reference.py or inputs.py)."""
+    """`attr` from the Python file at `path` (a task's reference.py or inputs.py). The task
+    author's code: what it raises, loading or called, is a TaskError naming the file."""
+    import functools
     import importlib.util
     spec = importlib.util.spec_from_file_location(f"perfgym_task_{Path(path).parent.name}_"
                                                   f"{Path(path).stem}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, attr)
+    try:
+        spec.loader.exec_module(module)
+        fn = getattr(module, attr)
+    except Exception as exc:
+        raise TaskError(f"{path}: the task's {Path(path).name} does not load "
+                        f"({type(exc).__name__}: {exc}); fix the task") from None
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TaskError:
+            raise
+        except Exception as exc:
+            raise TaskError(f"{path}: the task's {attr}() raised {type(exc).__name__}: {exc}; "
+                            "fix the task") from None
+    return call
 
 
 def builtin_names() -> list[str]:
@@ -59,6 +77,7 @@ def parse_size(text: str, task: Task) -> dict[str, int]:
                 k, v = part.split("=")
                 size[k.strip()] = int(v)
     except ValueError:
-        raise TaskError(f"size {text!r} is not 'N' or 'M=..,N=..,K=..'") from None
+        raise SizeError(f"size {text[:80]!r} is not 'N' or 'M=..,N=..,K=..' with whole numbers "
+                        f"(task {task.name!r} takes {', '.join(task.default_size)})") from None
     task.check_size(size)
     return size

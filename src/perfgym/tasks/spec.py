@@ -6,7 +6,10 @@ malformed task is rejected with a message that names the field, not a traceback 
 """
 from __future__ import annotations
 
+import ast
+import builtins
 import hashlib
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,82 @@ PERTURB_MODES = ("none", "element", "diagonal")
 
 class TaskError(ValueError):
     """A task directory or spec that cannot be used; the message names the file and field."""
+
+
+class SizeError(TaskError):
+    """A size a task cannot run at: not a positive integer, beyond the entry's C type or
+    needing more memory than this machine has available. The message says which bound."""
+
+
+# Copies of each array one evaluation of a C task holds at once, counted where they are made,
+# so that a size is refused before anything is allocated:
+#   harness.c: two call buffers, a snapshot and an in-place snapshot of every array (4), two
+#     pristine copies of every input (2), the first call's answer of every output (1);
+#   the driver (backends/c/measure.py): two input sets (2 per input), the two snapshots it reads
+#     back (2 of every array), both input sets' outputs (2 per output), the reference's answers
+#     (the two input sets' kept, one more for a snapshot: 3 per output), and for an in-place
+#     array the snapshots of its input and the copy the reference is given (3).
+COPIES_EVERY = 4 + 2
+COPIES_INPUT = 2 + 2
+COPIES_OUTPUT = 1 + 2 + 3
+COPIES_IN_PLACE = 3
+COMPARE_WORK_ARRAYS = 5  # verify.compare: got and expected widened, |difference|, bound, |expected|
+# An evaluation may take this share of the memory available when it starts: the rest is for
+# the reference's own temporaries, the compiler and whatever else the machine runs.
+MEMORY_SHARE = 0.75
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: MemAvailable, or less under a cgroup's limit;
+    None where neither can be read."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            found.append(int(Path(limit).read_text()) - int(Path(usage).read_text()))
+        except (OSError, ValueError):  # absent, or "max": no limit
+            continue
+    return min(found) if found else None
+
+
+def check_size_fits(task: "Task", size: dict[str, int]) -> None:
+    """Raise SizeError when `size` cannot run: a size its entry's C type cannot hold, an array
+    shape that does not evaluate, or more memory than MEMORY_SHARE of what is available."""
+    import numpy as np
+    for p in task.signature.params:
+        if not p.array and p.name in size:
+            largest = int(np.iinfo(C_TYPES[p.ctype]).max)
+            if size[p.name] > largest:
+                raise SizeError(f"size {p.name}={size[p.name]} does not fit the entry's "
+                                f"`{p.ctype} {p.name}` (at most {largest}): choose a smaller size")
+    try:
+        shapes = {a: task.shape(a, size) for a in task.arrays}
+        needed = task.memory_needed(size)
+    except (FormulaError, ArithmeticError, ValueError) as exc:
+        raise SizeError(f"size {format_size(size)}: the array shapes do not evaluate ({exc})") \
+            from None
+    for name, shape in shapes.items():
+        if any(d < 0 for d in shape):
+            raise SizeError(f"size {format_size(size)} gives array {name} the shape {shape}: "
+                            "choose a larger size")
+    available = available_memory()
+    if available is not None and needed > MEMORY_SHARE * available:
+        raise SizeError(f"size {format_size(size)} needs {_gib(needed)} of memory (the arrays "
+                        f"are {_gib(task.total_bytes(size))}; an evaluation holds several copies) "
+                        f"but this machine has {_gib(available)} available, of which an "
+                        f"evaluation may use {MEMORY_SHARE:.0%}: choose a smaller size")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
 
 
 @dataclass(frozen=True)
@@ -104,8 +183,25 @@ class Task:
 
     def total_bytes(self, size: dict[str, int]) -> int:
         import numpy as np
-        return sum(np.dtype(a.dtype).itemsize * int(np.prod(self.shape(a.name, size)))
+        # math.prod of Python ints: np.prod would wrap around at 2**63 and call it small
+        return sum(np.dtype(a.dtype).itemsize * math.prod(self.shape(a.name, size))
                    for a in self.arrays.values())
+
+    def memory_needed(self, size: dict[str, int]) -> int:
+        """Bytes one evaluation at `size` may hold: every copy of every array (see COPIES_*) and
+        the work arrays the check of each output makes. An upper bound: the harness's copies
+        and the driver's are added although most of the driver's come after the harness ends."""
+        import numpy as np
+        needed = 0
+        for a in self.arrays.values():
+            elements = math.prod(self.shape(a.name, size))
+            reads, writes = a.role != "out", a.role != "in"
+            copies = (COPIES_EVERY + COPIES_INPUT * reads + COPIES_OUTPUT * writes
+                      + COPIES_IN_PLACE * (reads and writes))
+            needed += copies * np.dtype(a.dtype).itemsize * elements
+            wide = 16 if a.dtype.startswith("complex") else 8  # compare's float64/complex128
+            needed += writes * COMPARE_WORK_ARRAYS * wide * elements
+        return needed
 
     def shape(self, array: str, size: dict[str, int]) -> tuple[int, ...]:
         return tuple(int(evaluate_formula(f, size)) for f in self.arrays[array].shape)
@@ -126,8 +222,9 @@ class Task:
         if missing or extra:
             raise TaskError(f"size {format_size(size)} for task {self.name!r} must give exactly "
                             f"{', '.join(sorted(self.size_names()))}")
-        if any(v <= 0 for v in size.values()):
-            raise TaskError(f"size {format_size(size)}: every size must be a positive integer")
+        if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in size.values()):
+            raise SizeError(f"size {format_size(size)}: every size must be a positive integer")
+        check_size_fits(self, size)
 
     def size_names(self) -> set[str]:
         return set(self.default_size)
@@ -159,9 +256,83 @@ def _need(raw: dict[str, Any], key: str, where: Path, kind: type | tuple = str) 
     return raw[key]
 
 
+_KINDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+          dict: "a table", list: "a list"}
+
+
+def _opt(table: dict[str, Any], key: str, where: Path, kind: type | tuple, default: Any,
+         label: str | None = None) -> Any:
+    """table[key], or `default` when absent; a value of another TOML type is refused by name."""
+    if key not in table:
+        return default
+    value, kinds = table[key], kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise TaskError(f"{where}: field '{label or key}' must be "
+                        f"{' or '.join(_KINDS[k] for k in kinds)}, not {_toml_type(value)}")
+    return value
+
+
+def _toml_type(value: Any) -> str:
+    for kind in (bool, str, int, float, dict, list):
+        if isinstance(value, kind):
+            return _KINDS[kind]
+    return type(value).__name__
+
+
+def _size_table(value: Any, where: Path, label: str) -> dict[str, int]:
+    """A size such as { M = 256, N = 128 }: a table of positive integers."""
+    if not isinstance(value, dict):
+        raise TaskError(f"{where}: field '{label}' must be a table such as {{ N = 256 }}, not "
+                        f"{_toml_type(value)}")
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise TaskError(f"{where}: field '{label}.{k}' must be a positive integer, not "
+                            f"{v!r}")
+    return value
+
+
+def _check_reference(reference: str, where: Path, names: set[str]) -> None:
+    """A reference expression parses and uses only the task's inputs, sizes and scalars, np and
+    Python's builtins (and the names it binds itself), so a typo fails here, not mid-run."""
+    try:
+        tree = ast.parse(reference, mode="eval")
+    except SyntaxError as exc:
+        raise TaskError(f"{where}: field 'reference': {reference!r} is not a Python expression "
+                        f"({exc.msg}); give a NumPy expression or a reference.py") from None
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+             and not isinstance(n.ctx, ast.Load)} | {n.arg for n in ast.walk(tree)
+                                                      if isinstance(n, ast.arg)}
+    known = names | bound | {"np", "numpy"}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id not in known and not hasattr(builtins, n.id):
+            raise TaskError(f"{where}: field 'reference' uses {n.id!r}, which is no input, size "
+                            f"or scalar of the task (those are {', '.join(sorted(names))})")
+
+
+def _check_module(path: Path, function: str, where: Path, label: str) -> None:
+    """A task's Python file parses and defines `function` at its top level (it runs later)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else str(exc)
+        raise TaskError(f"{where}: field '{label}': {path.name} is not valid Python ({line})") \
+            from None
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if function not in defined:
+        raise TaskError(f"{where}: field '{label}': {path.name} must define {function}()")
+
+
 def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) -> Task:
     name = _need(raw, "name", where)
-    language = raw.get("language", "c")
+    language = _opt(raw, "language", where, str, "c")
     from ..backends import REGISTRY, backend
     if language not in REGISTRY or backend(language).task_format != "toml":
         toml_languages = [k for k in sorted(REGISTRY) if backend(k).task_format == "toml"]
@@ -179,32 +350,39 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         field_name = f"arrays.{aname}"
         if not isinstance(a, dict) or "shape" not in a:
             raise TaskError(f"{where}: field '{field_name}.shape' is missing")
-        role = a.get("role", "in")
+        shape = _opt(a, "shape", where, list, [], f"{field_name}.shape")
+        if any(isinstance(d, bool) or not isinstance(d, (str, int)) for d in shape):
+            raise TaskError(f"{where}: field '{field_name}.shape' must list sizes or formulas, "
+                            "such as [\"M\", \"N + 2\", 3]")
+        role = _opt(a, "role", where, str, "in", f"{field_name}.role")
         if role not in ("in", "out", "inout"):
             raise TaskError(f"{where}: field '{field_name}.role' must be 'in', 'out' or 'inout'")
-        dtype = a.get("dtype", "float64")
+        dtype = _opt(a, "dtype", where, str, "float64", f"{field_name}.dtype")
         if dtype not in set(C_TYPES.values()):
             raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported")
-        perturb = a.get("perturb", "element")
+        perturb = _opt(a, "perturb", where, (str, bool), "element", f"{field_name}.perturb")
         perturb = {True: "element", False: "none"}.get(perturb, perturb)
         if perturb not in PERTURB_MODES:
             raise TaskError(f"{where}: field '{field_name}.perturb' must be one of "
                             f"{', '.join(PERTURB_MODES)}")
-        init = a.get("init", "garbage")
+        init = _opt(a, "init", where, str, "garbage", f"{field_name}.init")
+        for bound in ("low", "high"):
+            _opt(a, bound, where, (int, float, str), 0, f"{field_name}.{bound}")
         if init not in ("garbage", "zero") or (init != "garbage" and role != "out"):
             raise TaskError(f"{where}: field '{field_name}.init' must be 'garbage' or 'zero', "
                             "and only outputs have one")
         arrays[aname] = ArraySpec(
-            name=aname, shape=tuple(str(s) for s in a["shape"]), dtype=dtype, role=role,
+            name=aname, shape=tuple(str(d) for d in shape), dtype=dtype, role=role,
             low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)), perturb=perturb,
             init=init)
 
     sizes = _need(raw, "sizes", where, dict)
-    default = _need(sizes, "default", where, dict)
-    train = sizes.get("train", [default])
-    heldout = sizes.get("heldout", [])
+    default = _size_table(_need(sizes, "default", where, dict), where, "sizes.default")
+    train = _opt(sizes, "train", where, list, [default], "sizes.train")
+    heldout = _opt(sizes, "heldout", where, list, [], "sizes.heldout")
     for label, group in (("train", train), ("heldout", heldout)):
         for s in group:
+            _size_table(s, where, f"sizes.{label}")
             if not isinstance(s, dict) or set(s) != set(default):
                 raise TaskError(f"{where}: field 'sizes.{label}' entry {s!r} must name exactly "
                                 f"{', '.join(default)}")
@@ -242,7 +420,7 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         raise TaskError(f"{where}: field 'scalars.{stray[0]}' is not a floating-point "
                         "parameter of the entry")
     # A value the entry returns is an output of one element named by `returns`.
-    returns = raw.get("returns")
+    returns = _opt(raw, "returns", where, str, None)
     if (signature.ret == "void") != (returns is None):
         raise TaskError(f"{where}: field 'returns' names the output that holds the entry's "
                         "return value: give it exactly when the entry does not return void")
@@ -267,17 +445,25 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         for label, formulas in (("shape", a.shape), ("low", [a.low]), ("high", [a.high])):
             try:
                 [evaluate_formula(f, default) for f in formulas]
-            except FormulaError as exc:
+            except (FormulaError, ArithmeticError) as exc:
                 raise TaskError(f"{where}: field 'arrays.{a.name}.{label}': {exc}") from None
 
     reference = _need(raw, "reference", where)
-    if reference.endswith(".py") and not (directory / reference).is_file():
-        raise TaskError(f"{where}: field 'reference' names {reference!r}, which does not exist")
-    generator = raw.get("inputs")
-    if generator is not None and not (directory / str(generator)).is_file():
-        raise TaskError(f"{where}: field 'inputs' names {generator!r}, which does not exist")
-    verify = raw.get("verify", {})
-    mode = verify.get("mode", "full")
+    if reference.endswith(".py"):
+        if not (directory / reference).is_file():
+            raise TaskError(f"{where}: field 'reference' names {reference!r}, which does not "
+                            "exist")
+        _check_module(directory / reference, "reference", where, "reference")
+    else:
+        _check_reference(reference, where, {a.name for a in arrays.values() if a.role != "out"}
+                         | size_names | set(scalars))
+    generator = _opt(raw, "inputs", where, str, None)
+    if generator is not None:
+        if not (directory / generator).is_file():
+            raise TaskError(f"{where}: field 'inputs' names {generator!r}, which does not exist")
+        _check_module(directory / generator, "make_inputs", where, "inputs")
+    verify = _opt(raw, "verify", where, dict, {})
+    mode = _opt(verify, "mode", where, str, "full", "verify.mode")
     if mode not in VERIFY_MODES:
         raise TaskError(f"{where}: field 'verify.mode' must be one of {', '.join(VERIFY_MODES)}")
 
@@ -286,12 +472,20 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             if required:
                 raise TaskError(f"{where}: missing field '{key}'")
             return None
-        path = directory / str(raw[key])
+        path = directory / _opt(raw, key, where, str, "")
         if not path.is_file():
             raise TaskError(f"{where}: field '{key}' names {raw[key]!r}, which does not exist")
         return path
 
-    scale = verify.get("scale", "element")
+    scale = _opt(verify, "scale", where, str, "element", "verify.scale")
+    rtol, atol = (_opt(verify, k, where, (int, float), d, f"verify.{k}")
+                  for k, d in (("rtol", 1e-6), ("atol", 1e-9)))
+    if not (rtol >= 0 and atol >= 0):
+        raise TaskError(f"{where}: fields 'verify.rtol' and 'verify.atol' must not be negative")
+    forbidden = _opt(raw, "forbidden_calls", where, list, [])
+    if not all(isinstance(f, str) for f in forbidden):
+        raise TaskError(f"{where}: field 'forbidden_calls' must be a list of function names, "
+                        "such as [\"cblas_dgemm\"]")
     if scale not in ("element", "array"):
         raise TaskError(f"{where}: field 'verify.scale' must be 'element' or 'array'")
     baseline = source("baseline", True)
@@ -302,12 +496,12 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         if extra:
             digest.update((directory / str(extra)).read_bytes())
     return Task(
-        name=name, directory=directory, language=language, kind=raw.get("kind", ""),
-        description=raw.get("description", "").strip(), signature=signature, arrays=arrays,
+        name=name, directory=directory, language=language, kind=_opt(raw, "kind", where, str, ""),
+        description=_opt(raw, "description", where, str, "").strip(), signature=signature,
+        arrays=arrays,
         flops=flops, bytes=nbytes, reference=reference, default_size=dict(default),
         train_sizes=[dict(s) for s in train], heldout_sizes=[dict(s) for s in heldout],
-        verify_mode=mode, rtol=float(verify.get("rtol", 1e-6)),
-        atol=float(verify.get("atol", 1e-9)), baseline=baseline, expert=expert,
-        forbidden_calls=tuple(raw.get("forbidden_calls", [])), generator=generator,
+        verify_mode=mode, rtol=float(rtol), atol=float(atol), baseline=baseline, expert=expert,
+        forbidden_calls=tuple(forbidden), generator=generator,
         spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns,
         scalars={k: float(v) for k, v in scalars.items()})
