@@ -40,6 +40,8 @@ _ALLOWED_CALL_PATTERNS = [
                r"|atan2|sinh|cosh|tanh|erf|erfc|fabs|floor|ceil|round|lround|trunc|rint"
                r"|nearbyint|fmod|remainder|fma|fmin|fmax|hypot|copysign|ldexp|frexp|modf"
                r"|scalbn|nan)[fl]?$"),
+    # gcc fuses sin and cos of one value into sincos; std::abs/exp/... of std::complex
+    re.compile(r"^(sincos|c(?:abs|arg|exp|log|pow|sqrt|sin|cos|tan|sinh|cosh|tanh|proj))[fl]?$"),
 ]
 _ALLOWED_SECTION = re.compile(
     r"^(\.text|\.data|\.bss|\.rodata|\.comment|\.note|\.eh_frame|\.rela?\.(text|data|rodata|"

@@ -24,7 +24,7 @@ arm_neon.h arm_sve.h
 CPP_HEADERS = ALLOWED_HEADERS | frozenset("""
 cmath cstdlib cstring cstdint cstddef climits cfloat cassert cinttypes complex vector array
 algorithm numeric utility type_traits limits functional initializer_list iterator tuple
-valarray bitset memory new
+valarray bitset memory new deque queue stack
 """.split())
 
 # Calls that do I/O, spawn, talk to the network, read clocks or hand the work to a library.
