@@ -227,3 +227,102 @@ def test_a_definition_spelled_differently_is_found(scale_task, fast):
         .replace("x", "in").replace("y[i]", "out[i]")
     o = evaluate(scale_task, spaced, None, fast)
     assert o.status is Status.OK, o.message
+
+
+POINT_STRUCT = """
+[structs.Point]
+x = "double"
+y = "double"
+"""
+QUADRANTS_TOML = """
+entry = "void countQuadrants(std::vector<Point> const& points, std::array<size_t, 4> &bins)"
+flops = "N"
+bytes = "16*N"
+reference = '''np.array([np.sum((points['x'] >= 0) & (points['y'] >= 0)),
+                         np.sum((points['x'] < 0) & (points['y'] >= 0)),
+                         np.sum((points['x'] < 0) & (points['y'] < 0)),
+                         np.sum((points['x'] >= 0) & (points['y'] < 0))])'''
+[arrays.points]
+shape = ["N"]
+dtype = "Point"
+[arrays.bins]
+shape = ["4"]
+dtype = "uint64"
+role = "out"
+[sizes]
+default = { N = 2000 }
+[verify]
+rtol = 0.0
+atol = 0.0
+""" + POINT_STRUCT
+QUADRANTS = """#include <array>
+#include <cstddef>
+#include <vector>
+struct Point { double x, y; };
+void countQuadrants(std::vector<Point> const& points, std::array<size_t, 4> &bins) {
+    bins = {0, 0, 0, 0};
+    for (auto const& p : points)
+        bins[p.x >= 0 ? (p.y >= 0 ? 0 : 3) : (p.y >= 0 ? 1 : 2)]++;
+}
+"""
+
+
+def test_a_vector_of_structs_in_and_a_std_array_out(tmp_path, fast):
+    task = load_task(task_dir(tmp_path, "quadrants", QUADRANTS_TOML, QUADRANTS))
+    assert task.arrays["points"].numpy.names == ("x", "y")
+    o = evaluate(task, QUADRANTS, None, fast)
+    assert o.status is Status.OK, o.message
+    swapped = QUADRANTS.replace("(p.y >= 0 ? 0 : 3)", "(p.y >= 0 ? 3 : 0)")
+    o = evaluate(task, swapped, None, fast)
+    assert o.status is Status.WRONG_ANSWER and "bins[" in o.message, o.message
+
+
+NORMS_TOML = """
+entry = "void norms(const Point *p, Point *q, int N)"
+flops = "3*N"
+bytes = "32*N"
+reference = "np.rec.fromarrays([np.hypot(p['x'], p['y']), p['x'] * p['y']], dtype=p.dtype)"
+[arrays.p]
+shape = ["N"]
+dtype = "Point"
+[arrays.q]
+shape = ["N"]
+dtype = "Point"
+role = "out"
+[sizes]
+default = { N = 1000 }
+[verify]
+rtol = 1e-12
+atol = 0.0
+""" + POINT_STRUCT
+NORMS = """#include <math.h>
+typedef struct Point { double x, y; } Point;
+void norms(const Point *p, Point *q, int N) {
+    for (int i = 0; i < N; i++) { q[i].x = hypot(p[i].x, p[i].y); q[i].y = p[i].x * p[i].y; }
+}
+"""
+
+
+@pytest.mark.parametrize("language", ["c", "cpp"])
+def test_structs_through_pointers_field_by_field(tmp_path, fast, language):
+    task = load_task(task_dir(tmp_path, f"norms_{language}", NORMS_TOML, NORMS, language))
+    assert evaluate(task, NORMS, None, fast).status is Status.OK
+    o = evaluate(task, NORMS.replace("p[i].x * p[i].y", "p[i].x * p[i].x"), None, fast)
+    assert o.status is Status.WRONG_ANSWER and o.message.split(" = ")[0].endswith("q.y[0]") \
+        or "q.y[" in o.message, o.message
+
+
+def test_a_std_array_shape_must_match_its_extent(tmp_path):
+    toml = QUADRANTS_TOML.replace('shape = ["4"]', 'shape = ["5"]')
+    with pytest.raises(TaskError, match=r'must be \["4"\]'):
+        load_task(task_dir(tmp_path, "quadrants5", toml, QUADRANTS))
+
+
+@pytest.mark.parametrize("fields, match", [
+    ('x = "std::string"', "C number type"),
+    ('x = "std::complex<double>"', "C number type"),
+])
+def test_struct_fields_are_numbers(tmp_path, fields, match):
+    toml = QUADRANTS_TOML.replace('x = "double"', fields)
+    with pytest.raises(TaskError, match=match):
+        load_task(task_dir(tmp_path, "quadrants_bad", toml, QUADRANTS))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .tasks.signature import Signature, canonical_type
+from .tasks.signature import Signature, canonical_type, split_args
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _C_LANGS = {"", "c", "cpp", "c++", "cc", "h"}
@@ -88,14 +88,15 @@ def defines_entry(code: str, signature: Signature) -> bool:
 
 
 def _params_match(args: str, signature: Signature) -> bool:
-    parts = [p for p in (a.strip() for a in args.split(",")) if p and p != "void"]
+    parts = [p for p in (a.strip() for a in split_args(args)) if p and p != "void"]
     if len(parts) != len(signature.params):
         return False
     for part, param in zip(parts, signature.params):
         part = re.sub(r"\b(const|restrict|__restrict__|__restrict)\b", " ", part)
-        if param.vector:  # std::vector<T> &name, spaced any way
-            vm = re.fullmatch(r"(?:std::)?vector<(.+)>&\w*", "".join(part.split()))
-            if not vm or vm.group(1) != "".join(param.ctype.split()):
+        if param.vector:  # std::vector<T> &name or std::array<T, N> &name, spaced any way
+            flat = "".join(part.split())
+            if flat.replace("std::", "").rsplit("&", 1)[0] != \
+                    "".join(param.container.split()).replace("std::", ""):
                 return False
             continue
         if "&" in part:

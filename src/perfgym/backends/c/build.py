@@ -23,7 +23,7 @@ from ...config import EvalConfig
 from ...errors import HostError
 from ...paths import cache_dir
 from ...tasks import Task, TaskError, load_python_attr
-from ...tasks.signature import Signature
+from ...tasks.signature import C_TYPES, Signature
 
 DIAGNOSTIC_LINES = 12  # compiler diagnostics kept for feedback prompts
 
@@ -82,7 +82,17 @@ CPP = Language("c++", "-std=gnu++17", "c++-cpp-output", "shim.cpp",
 VECTOR_RESIZED = "the kernel changed the length of a std::vector it was given"
 
 
-def shim_source(signature: Signature, lang: Language = C) -> str:
+def struct_definitions(structs: dict, lang: Language) -> str:
+    """The task's structs as the kernel must define them too (same names, fields, order)."""
+    out = []
+    for name, fields in structs.items():
+        body = " ".join(f"{ctype} {field};" for field, ctype in fields)
+        out.append(f"typedef struct {name} {{ {body} }} {name};" if lang is C else
+                   f"struct {name} {{ {body} }};")
+    return "".join(line + "\n" for line in out)
+
+
+def shim_source(signature: Signature, lang: Language = C, structs: dict | None = None) -> str:
     """Source that casts the harness's generic arrays and sizes to the entry's parameters. For
     C++ the entry keeps C++ linkage, and an exception escaping it ends the run with a message
     (it must not unwind into the C harness). A std::vector parameter is a static vector that
@@ -93,15 +103,17 @@ def shim_source(signature: Signature, lang: Language = C) -> str:
     for p in signature.params:
         if p.vector:
             v = f"pg_v{a}"
-            before.append(f"static std::vector<{p.ctype}> {v};")
+            before.append(f"static {p.container} {v};")
             # bool through bytes: an output poisoned with 0xFF reads as true, never as UB
             elem = "unsigned char" if p.ctype == "bool" else p.ctype
+            fill = (f"std::copy(p, p + {p.extent}, {v}.begin());" if p.extent else
+                    f"{v}.assign(p, p + counts[{a}]);")
             before.append(f"static void pg_in{a}(void **arrays, const long long *counts) {{ "
-                          f"const {elem} *p = (const {elem} *)arrays[{a}]; "
-                          f"{v}.assign(p, p + counts[{a}]); }}")
-            after.append(f"    if ({v}.size() != (size_t)counts[{a}]) {{ "
-                         f'fputs("{VECTOR_RESIZED}\\n", stderr); abort(); }}\n'
-                         f"    std::copy({v}.begin(), {v}.end(), ({p.ctype} *)arrays[{a}]);")
+                          f"(void)counts; const {elem} *p = (const {elem} *)arrays[{a}]; {fill} }}")
+            if not p.extent:
+                after.append(f"    if ({v}.size() != (size_t)counts[{a}]) {{ "
+                             f'fputs("{VECTOR_RESIZED}\\n", stderr); abort(); }}')
+            after.append(f"    std::copy({v}.begin(), {v}.end(), ({p.ctype} *)arrays[{a}]);")
             args.append(v)
             a += 1
         elif p.pointer:
@@ -118,9 +130,10 @@ def shim_source(signature: Signature, lang: Language = C) -> str:
         call = f"*({signature.ret} *)arrays[{a}] = {call}"
     bits = ("#include <string.h>\n"
             "static double pg_double(long long b) { double d; memcpy(&d, &b, 8); return d; }\n")
+    types = struct_definitions(structs or {}, lang)
     if lang is C:
         return ("#include <stdbool.h>\n#include <stdint.h>\n#include <stddef.h>\n" + bits +
-                f"{signature.c_decl()};\n"
+                types + f"{signature.c_decl()};\n"
                 "void pg_call(void **arrays, const long long *sizes) {\n"
                 f"    {call}\n}}\n"
                 "void pg_before(void **arrays, const long long *counts) "
@@ -129,9 +142,9 @@ def shim_source(signature: Signature, lang: Language = C) -> str:
                 "{ (void)arrays; (void)counts; }\n")
     fill = "".join(f"    pg_in{i}(arrays, counts);\n" for i, p in enumerate(
         q for q in signature.params if q.array) if p.vector)
-    return ("#include <algorithm>\n#include <complex>\n#include <vector>\n"
+    return ("#include <algorithm>\n#include <array>\n#include <complex>\n#include <vector>\n"
             "#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
-            + bits + "".join(line + "\n" for line in before) +
+            + bits + types + "".join(line + "\n" for line in before) +
             f"{signature.c_decl()};\n"
             'extern "C" void pg_call(void **arrays, const long long *sizes) {\n'
             f"    try {{ {call} }} catch (...) {{\n"
@@ -153,7 +166,7 @@ def harness_objects(task: Task, config: EvalConfig, lang: Language = C) -> list[
     built once and cached."""
     c_compiler, compiler = C.compiler(config.compiler), lang.compiler(config.compiler)
     sources = {"harness.c": (_harness_source(), c_compiler),
-               lang.shim_file: (shim_source(task.signature, lang), compiler)}
+               lang.shim_file: (shim_source(task.signature, lang, task.structs), compiler)}
     key = hashlib.sha256("".join(text + compiler_version(cc)
                                  for text, cc in sources.values()).encode())
     out = cache_dir() / "harness" / key.hexdigest()[:16]
@@ -292,7 +305,7 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
                 continue
             got = arrays.get(a.name)
             want = task.shape(a.name, size)
-            if got is None or got.shape != want or got.dtype != np.dtype(a.dtype):
+            if got is None or got.shape != want or got.dtype != a.numpy:
                 raise TaskError(f"{task.directory / task.generator}: make_inputs must return "
                                 f"{a.name} as {a.dtype} {want}, got "
                                 f"{None if got is None else (got.dtype, got.shape)}")
@@ -310,6 +323,13 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
                               1j * rng.uniform(low, high, size=shape)).astype(a.dtype)
         elif a.dtype == "bool":
             arrays[a.name] = rng.integers(0, 2, size=shape).astype(bool)
+        elif a.fields:  # each field drawn as an array of its type would be
+            arrays[a.name] = np.zeros(shape, a.numpy)
+            for field, ctype in a.fields:
+                kind = np.dtype(C_TYPES[ctype])
+                arrays[a.name][field] = (rng.uniform(low, high, size=shape) if kind.kind == "f"
+                                         else rng.integers(0, 2, size=shape) if kind.kind == "b"
+                                         else rng.integers(int(low), int(high), size=shape))
         else:
             arrays[a.name] = rng.integers(int(low), int(high), size=shape).astype(a.dtype)
     return arrays
@@ -339,7 +359,7 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
     lines.append(f"arrays {len(order)}")
     for i, name in enumerate(order):
         spec = task.arrays[name]
-        dtype = np.dtype(spec.dtype)
+        dtype = spec.numpy
         count = int(np.prod(task.shape(name, size)))
         files = []
         for s, data in enumerate(inputs.sets):
