@@ -105,6 +105,13 @@ def stage_violations(found: dict[str, str], stage: int, strict: bool = False) ->
             for t in TECHNIQUES if t in found and t in enforced and t not in allowed]
 
 
+def missing_techniques(found: dict[str, str], required: tuple[str, ...]) -> list[str]:
+    """Reasons a kernel breaks its task's `require` rule (ParEval's OpenMP problems must use
+    OpenMP): one per required technique it does not use."""
+    return [f"the task requires {LABELS[t]}, and the kernel uses none (ParEval's rule for "
+            f"parallel problems)" for t in required if t not in found]
+
+
 def describe_stage(stage: int) -> tuple[list[str], list[str]]:
     """(allowed, forbidden) technique labels for prompts."""
     allowed = [LABELS[t] for t in TECHNIQUES if t in STAGES[stage]]

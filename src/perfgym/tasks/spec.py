@@ -151,6 +151,8 @@ class Task:
     returns: str | None = None  # the output that holds the entry's return value
     # floating-point scalar parameters of the entry and their values ([scalars] alpha = 2.5)
     scalars: dict[str, float] = field(default_factory=dict)
+    # techniques a kernel must use, else STAGE_VIOLATION (ParEval's OpenMP problems: "openmp")
+    require: tuple[str, ...] = ()
 
     @property
     def entry(self) -> str:
@@ -477,6 +479,11 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             raise TaskError(f"{where}: field '{key}' names {raw[key]!r}, which does not exist")
         return path
 
+    from ..checks.stages import TECHNIQUES
+    require = raw.get("require", [])
+    if not isinstance(require, list) or any(t not in TECHNIQUES for t in require):
+        raise TaskError(f"{where}: field 'require' must be a list of techniques from "
+                        f"{', '.join(TECHNIQUES)}")
     scale = _opt(verify, "scale", where, str, "element", "verify.scale")
     rtol, atol = (_opt(verify, k, where, (int, float), d, f"verify.{k}")
                   for k, d in (("rtol", 1e-6), ("atol", 1e-9)))
@@ -504,4 +511,4 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         verify_mode=mode, rtol=float(rtol), atol=float(atol), baseline=baseline, expert=expert,
         forbidden_calls=tuple(forbidden), generator=generator,
         spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns,
-        scalars={k: float(v) for k, v in scalars.items()})
+        scalars={k: float(v) for k, v in scalars.items()}, require=tuple(require))

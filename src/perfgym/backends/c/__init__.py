@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from ...checks import check_source, detect_techniques, stage_violations
+from ...checks import check_source, detect_techniques, missing_techniques, stage_violations
 from ...checks.source import ALLOWED_HEADERS
 from ...extract import FormatError, extract_code, normalize
 from ...lane import LANE
@@ -45,9 +45,11 @@ class CBackend(Backend):
         except FormatError as exc:
             return fail(Status.FORMAT_ERROR, str(exc))
 
-        def stage_failure(found: dict[str, str]):
+        def stage_failure(found: dict[str, str], built: bool = False):
             broken = (stage_violations(found, config.stage, config.strict_stages)
                       if config.stage is not None else [])
+            if built:  # a required technique may show only in the object (OpenMP in a macro)
+                broken += missing_techniques(found, task.require)
             return fail(Status.STAGE_VIOLATION, broken[0], "\n".join(broken),
                         techniques=sorted(found)) if broken else None
 
@@ -72,7 +74,7 @@ class CBackend(Backend):
         # Object-level evidence (OpenMP runtime calls, prefetch instructions) cannot hide in
         # macros.
         found = detect_techniques(code, build.facts.undefined, build.facts.mnemonics)
-        if failed := stage_failure(found):
+        if failed := stage_failure(found, built=True):
             shutil.rmtree(workdir, ignore_errors=True)
             return failed
         return Prepared(task, code, size, config, machine, started, sorted(found), workdir,
