@@ -485,7 +485,7 @@ class _LiveView:
 @_guard
 def search_cmd(
     task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
-    algo: str = typer.Option("sqd", help="sqd, refine, best-of-n or evolve"),
+    algo: str = typer.Option("sqd", help="sqd, refine or best-of-n"),
     policy: Optional[str] = typer.Option(None, help="openai, hf or replay (default: openai "
                                          "when --model, --base-url or $OPENAI_BASE_URL is set, "
                                          "replay with --replay, else hf)"),
@@ -507,19 +507,7 @@ def search_cmd(
     n: int = typer.Option(8, help="samples (best-of-n)"),
     turns: int = typer.Option(4, help="turns per chain (refine)"),
     chains: int = typer.Option(1, help="parallel chains (refine)"),
-    stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n / "
-                                        "evolve"),
-    islands: int = typer.Option(2, help="islands (evolve)"),
-    generations: int = typer.Option(4, help="generations (evolve)"),
-    children: int = typer.Option(4, help="children per island per generation (evolve)"),
-    migrate_every: int = typer.Option(2, help="generations between migrations (evolve; 0: "
-                                      "never)"),
-    migrants: int = typer.Option(1, help="elites each island sends the next (evolve)"),
-    features: str = typer.Option("techniques,roofline", help="archive axes (evolve): "
-                                 "techniques, roofline, code_size"),
-    crossover: float = typer.Option(0.25, help="share of children with two parents (evolve)"),
-    exploit: float = typer.Option(0.7, help="share of parents that are the island's best, "
-                                  "not a random elite (evolve)"),
+    stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="optimization level of the benchmark"),
     temperature: float = typer.Option(1.0),
@@ -541,18 +529,12 @@ def search_cmd(
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
     import os
     from .policies import PolicyError, make_policy
-    from .search import SQD, BestOfN, Engine, Evolve, EvolveConfig, Refine, SQDConfig
+    from .search import SQD, BestOfN, Engine, Refine, SQDConfig
     from .store import RunStore
 
     sandbox.sweep_stale()  # what killed drivers left behind (a --resume after a kill too)
-    if algo not in ("sqd", "refine", "best-of-n", "evolve"):
-        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n, evolve")
-    try:
-        evolve_config = EvolveConfig(generations, islands, children, migrate_every, migrants,
-                                     tuple(f.strip() for f in features.split(",")),
-                                     exploit=exploit, crossover=crossover, stage=stage)
-    except ValueError as exc:
-        raise UserError(f"evolve options: {exc}") from None
+    if algo not in ("sqd", "refine", "best-of-n"):
+        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n")
     if policy is None:
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else "hf")
@@ -579,11 +561,6 @@ def search_cmd(
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
         "chains": chains, "stage": stage, "reward": reward, "opt": opt,
         "sampling": sampling}
-    if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
-        config["evolve"] = {"islands": islands, "generations": generations,
-                            "children": children, "migrate_every": migrate_every,
-                            "migrants": migrants, "features": evolve_config.features,
-                            "crossover": crossover, "exploit": exploit}
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"--run-dir {run_dir} is a file: give a directory (new or a run's)")
     if RunStore.exists(run_dir) and not resume:
@@ -620,8 +597,6 @@ def search_cmd(
                 best = SQD(engine, SQDConfig(iterations, g, ratio_values, stage_values)).run()
             elif algo == "refine":
                 best = Refine(engine, turns, chains, stage).run()
-            elif algo == "evolve":
-                best = Evolve(engine, evolve_config).run()
             else:
                 best = BestOfN(engine, n, stage).run()
         except PolicyError as exc:
