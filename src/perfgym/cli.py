@@ -126,6 +126,8 @@ def eval_cmd(
                         input_budget=input_budget, **times)
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    if backend.task_format == "toml" and not ray_address:  # the toolchain is this machine's
+        _check_toolchain(cc, march, threads)
     size_list = [parse_size(s, t) for s in size] if size else t.sizes(sizes)
     if files:
         named = [(str(f), _read_stdin() if str(f) == "-" else _read(f)) for f in files]
@@ -149,6 +151,28 @@ def eval_cmd(
         print(json.dumps(out if len(out) > 1 else out[0], indent=2))
         return
     _print_outcomes(requests, outcomes, rewards, reward)
+
+
+def _check_toolchain(cc: str, march: str, threads: int | None) -> None:
+    """What would fail every candidate alike is the user's to fix, said once: a compiler that is
+    missing or refuses -march, more threads than the sandbox lets a kernel start."""
+    import os
+    import shutil
+    import subprocess
+    path = shutil.which(cc)
+    if path is None:
+        raise UserError(f"compiler {cc!r} not found: install it or pass --cc gcc (or clang)")
+    if march != "native":
+        r = subprocess.run([path, f"-march={march}", "-x", "c", "-fsyntax-only", "-"], input="",
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            why = (r.stderr.strip().splitlines() or ["refused"])[0]
+            raise UserError(f"--march {march}: {cc} refuses it ({why}); pass a CPU name such "
+                            "as native, x86-64-v3 or skylake")
+    cores = os.cpu_count() or 1
+    if threads is not None and threads > 4 * cores:
+        raise UserError(f"--threads {threads}: at most {4 * cores} (four per core) on this "
+                        "machine")
 
 
 def _read(path: Path) -> str:
@@ -485,7 +509,7 @@ class _LiveView:
 @_guard
 def search_cmd(
     task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
-    algo: str = typer.Option("sqd", help="sqd, refine or best-of-n"),
+    algo: str = typer.Option("sqd", help="sqd, refine, best-of-n or evolve"),
     policy: Optional[str] = typer.Option(None, help="openai, hf or replay (default: openai "
                                          "when --model, --base-url or $OPENAI_BASE_URL is set, "
                                          "replay with --replay, else hf)"),
@@ -507,7 +531,19 @@ def search_cmd(
     n: int = typer.Option(8, help="samples (best-of-n)"),
     turns: int = typer.Option(4, help="turns per chain (refine)"),
     chains: int = typer.Option(1, help="parallel chains (refine)"),
-    stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n"),
+    stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n / "
+                                        "evolve"),
+    islands: int = typer.Option(2, help="islands (evolve)"),
+    generations: int = typer.Option(4, help="generations (evolve)"),
+    children: int = typer.Option(4, help="children per island per generation (evolve)"),
+    migrate_every: int = typer.Option(2, help="generations between migrations (evolve; 0: "
+                                      "never)"),
+    migrants: int = typer.Option(1, help="elites each island sends the next (evolve)"),
+    features: str = typer.Option("techniques,roofline", help="archive axes (evolve): "
+                                 "techniques, roofline, code_size"),
+    crossover: float = typer.Option(0.25, help="share of children with two parents (evolve)"),
+    exploit: float = typer.Option(0.7, help="share of parents that are the island's best, "
+                                  "not a random elite (evolve)"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="optimization level of the benchmark"),
     temperature: float = typer.Option(1.0),
@@ -529,12 +565,18 @@ def search_cmd(
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
     import os
     from .policies import PolicyError, make_policy
-    from .search import SQD, BestOfN, Engine, Refine, SQDConfig
+    from .search import SQD, BestOfN, Engine, Evolve, EvolveConfig, Refine, SQDConfig
     from .store import RunStore
 
     sandbox.sweep_stale()  # what killed drivers left behind (a --resume after a kill too)
-    if algo not in ("sqd", "refine", "best-of-n"):
-        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n")
+    if algo not in ("sqd", "refine", "best-of-n", "evolve"):
+        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n, evolve")
+    try:
+        evolve_config = EvolveConfig(generations, islands, children, migrate_every, migrants,
+                                     tuple(f.strip() for f in features.split(",")),
+                                     exploit=exploit, crossover=crossover, stage=stage)
+    except ValueError as exc:
+        raise UserError(f"evolve options: {exc}") from None
     if policy is None:
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else "hf")
@@ -546,6 +588,10 @@ def search_cmd(
     if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
         raise UserError("--top-p is in (0, 1], --min-p in [0, 1), --top-k >= 0 and "
                         "--repetition-penalty > 0")
+    if not (temperature >= 0 and max_tokens >= 1 and concurrency >= 1):
+        raise UserError("--temperature is at least 0, --max-tokens and --concurrency at least 1")
+    if min(n, turns, chains) < 1:
+        raise UserError("--n, --turns and --chains are at least 1")
     sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
                 "repetition_penalty": repetition_penalty, "max_tokens": max_tokens}
     if reward not in SCHEMES:
@@ -561,6 +607,11 @@ def search_cmd(
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
         "chains": chains, "stage": stage, "reward": reward, "opt": opt,
         "sampling": sampling}
+    if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
+        config["evolve"] = {"islands": islands, "generations": generations,
+                            "children": children, "migrate_every": migrate_every,
+                            "migrants": migrants, "features": list(evolve_config.features),
+                            "crossover": crossover, "exploit": exploit}
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"--run-dir {run_dir} is a file: give a directory (new or a run's)")
     if RunStore.exists(run_dir) and not resume:
@@ -597,6 +648,8 @@ def search_cmd(
                 best = SQD(engine, SQDConfig(iterations, g, ratio_values, stage_values)).run()
             elif algo == "refine":
                 best = Refine(engine, turns, chains, stage).run()
+            elif algo == "evolve":
+                best = Evolve(engine, evolve_config).run()
             else:
                 best = BestOfN(engine, n, stage).run()
         except PolicyError as exc:
@@ -633,7 +686,7 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="a run directory from `p
     try:
         plots = write_plots(store, target)
         summary = write_summary(store, target, plots)
-    except sqlite3.DatabaseError as exc:  # opened, but a page or a table is not a run's
+    except (sqlite3.DatabaseError, json.JSONDecodeError) as exc:  # a page, table or record
         raise UserError(f"{store.path} is not a readable run store ({exc})") from None
     console.print(f"wrote {summary} and {', '.join(p.name for p in plots)}", highlight=False)
 
@@ -858,6 +911,8 @@ def pairs_split(source: Path = typer.Argument(...), out_dir: Path = typer.Option
                 seed: int = typer.Option(42), test_fraction: float = typer.Option(0.2)) -> None:
     """Deterministic train/test split (seed 42, 80/20 by default)."""
     from .train.pairs import read_pairs, split, write_pairs
+    if not 0 <= test_fraction <= 1:
+        raise UserError(f"--test-fraction is a share from 0 to 1, not {test_fraction:g}")
     train, test = split(read_pairs(source), seed, test_fraction)
     write_pairs(out_dir / "train.jsonl", train)
     write_pairs(out_dir / "test.jsonl", test)
@@ -966,6 +1021,9 @@ def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (local
         from .serve import serve
     except ImportError:
         raise UserError("the service needs the serve extra: pip install 'perfgym[serve]'")
+    if not (1 <= port <= 65535 and max_batch >= 1 and max_body >= 1):
+        raise UserError("--port is 1-65535, --max-batch and --max-body at least 1")
+    _check_bind(host, port)
     if no_auth:
         token = None
     elif not token:
@@ -974,6 +1032,19 @@ def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (local
                           "PERFGYM_TOKEN to choose it)", highlight=False, soft_wrap=True)
     machine_mod.machine_info()  # measure before the first request, not during it
     serve(host, port, token, max_batch, max_body)
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Bind once before starting the server, so an unknown host or a busy port is one line."""
+    import socket
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            s.bind(address)
+    except OSError as exc:
+        raise UserError(f"cannot serve on {host}:{port} ({exc.strerror or exc}): choose another "
+                        "--host or --port") from None
 
 
 def main() -> None:

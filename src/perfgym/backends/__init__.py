@@ -99,9 +99,11 @@ class Backend:
         return "timeout"
 
     def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
-               stage=None, machine=None, size=None, override_dir=None, config=None) -> str:
+               stage=None, machine=None, size=None, override_dir=None, config=None,
+               second: tuple[str, str] | None = None) -> str:
         """The prompt for search op `op` ("generate", or "improve"/"deepen"/"repair" of a
-        parent's code with its measured feedback)."""
+        parent's code with its measured feedback, or "crossover" of it with a `second`
+        parent's (code, feedback))."""
         raise NotImplementedError
 
     def describe(self, task) -> list[str]:

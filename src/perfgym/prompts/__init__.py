@@ -59,7 +59,7 @@ def generate_prompt(task: Task, stage: int | None = None, machine: dict | None =
                                     override_dir=override_dir, config=config)
 
 
-OPS = ("generate", "improve", "deepen", "repair")
+OPS = ("generate", "improve", "deepen", "repair", "crossover")
 
 
 def feedback(outcome: dict[str, Any] | None) -> str:
@@ -82,13 +82,47 @@ def feedback(outcome: dict[str, Any] | None) -> str:
 def expand_prompt(task: Task, op: str, parent_code: str | None = None,
                   parent_outcome: dict[str, Any] | None = None, stage: int | None = None,
                   machine: dict | None = None, size: dict[str, int] | None = None,
-                  override_dir: Path | None = None, config: EvalConfig | None = None) -> str:
+                  override_dir: Path | None = None, config: EvalConfig | None = None,
+                  second: tuple[str, dict[str, Any] | None] | None = None) -> str:
     """The prompt for one search step: generate from scratch, or improve / deepen / repair a
-    parent with its code and measured outcome."""
+    parent with its code and measured outcome; crossover shows a `second` parent (code,
+    outcome) too."""
     if op not in OPS:
         raise ValueError(f"prompt op {op!r} is not one of {', '.join(OPS)}")
     if op == "generate" or parent_code is None:
         return generate_prompt(task, stage, machine, size, override_dir, config)
-    return backend_for(task).prompt(task, op, parent_code, feedback(parent_outcome), stage=stage,
+    other = (second[0], feedback(second[1])) if op == "crossover" and second else None
+    return backend_for(task).prompt(task, op if other or op != "crossover" else "improve",
+                                    parent_code, feedback(parent_outcome), stage=stage,
                                     machine=machine, size=size, override_dir=override_dir,
-                                    config=config)
+                                    config=config, second=other)
+
+
+# Where a prompt shows memory kernels (the search's --memory): where a model writes a kernel to
+# be fast, not where it fixes one that failed.
+MEMORY_OPS = ("generate", "improve", "deepen")
+MEMORY_CODE_CHARS = 2500  # per kernel: k of them must fit a small model's context
+
+
+def add_memory(prompt: str, task: Task, kernels: list, override_dir: Path | None = None) -> str:
+    """`prompt` with a "verified kernels for similar tasks" section (memory.txt) before its
+    last paragraph (the answer format): each kernel with its task, size, measured rate and
+    techniques. `kernels`: memory.Kernel records, already chosen for this task."""
+    if not kernels:
+        return prompt
+    from ..tasks import format_size
+    fence = getattr(backend_for(task), "fences", ("c",))[0]
+    blocks = []
+    for k in kernels:
+        rate = f"{k.gflops:.2f} GFLOP/s" if k.gflops is not None else "rate not measured"
+        if k.fraction_of_peak is not None:
+            rate += f" ({k.fraction_of_peak:.0%} of peak)"
+        code = k.code.strip()
+        if len(code) > MEMORY_CODE_CHARS:
+            code = code[:MEMORY_CODE_CHARS] + "\n/* ... cut */"
+        blocks.append(f"\n{k.task} ({k.kind}) at size {format_size(k.size)}: {rate}; "
+                      f"techniques: {', '.join(k.techniques) or 'none'}\n"
+                      f"```{fence}\n{code}\n```")
+    section = template("memory", override_dir).format(kernels="\n".join(blocks)).strip()
+    head, sep, last = prompt.rstrip().rpartition("\n\n")
+    return f"{head}\n\n{section}\n\n{last}\n" if sep else f"{section}\n\n{prompt}"

@@ -73,6 +73,9 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
         ax.grid(alpha=0.3)
         fig.tight_layout()
         paths.append(_save(fig, out / "best_lineage.png"))
+    from .archive import plot_archive
+    if (picture := plot_archive(store, out)) is not None:  # an evolve run
+        paths.append(picture)
     return paths
 
 

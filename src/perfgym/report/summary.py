@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..metrics import pass_at_k, speedup_at_k
 from ..store import RunStore
+from .archive import archive_tables
 
 
 def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
@@ -31,13 +32,21 @@ def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
         o = best.outcome
         lines += ["", f"## Best kernel: #{best.id} (iteration {best.iteration}, "
                   f"stage {best.stage}, {best.op})", "", o.get("message", ""), "",
-                  "Lineage: " + " -> ".join(f"#{c.id} {c.op} ({c.status})"
-                                             for c in store.lineage(best.id)), "",
+                  "Lineage: " + " -> ".join(_step(c) for c in store.lineage(best.id)), "",
                   "```c", _code(best.completion), "```"]
+    lines += archive_tables(store)
     lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
     path = out / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _step(c) -> str:
+    """One link of a lineage; a crossover names both parents."""
+    from ..search.evolve import parents_of
+    both = parents_of(c)
+    with_ = f" with #{both[1]}" if len(both) > 1 else ""
+    return f"#{c.id} {c.op}{with_} ({c.status})"
 
 
 def _baseline_time(store: RunStore) -> float | None:

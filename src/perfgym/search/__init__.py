@@ -1,7 +1,10 @@
-"""Search loops that use the gym: SQD, refine, best-of-n. All resumable from the run store."""
+"""Search loops that use the gym: SQD, refine, best-of-n, evolve. All resumable from the run
+store."""
 from .best_of_n import BestOfN
 from .engine import Engine, Step
+from .evolve import Evolve, EvolveConfig
 from .refine import Refine
 from .sqd import SQD, SQDConfig, select
 
-__all__ = ["SQD", "BestOfN", "Engine", "Refine", "SQDConfig", "Step", "select"]
+__all__ = ["SQD", "BestOfN", "Engine", "Evolve", "EvolveConfig", "Refine", "SQDConfig", "Step",
+           "select"]

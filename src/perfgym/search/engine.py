@@ -29,7 +29,8 @@ class Step:
     iteration: int
     stage: int | None  # the child's stage (its rules are enforced); None: no stage rules
     parent: Candidate | None  # None: generate from the task alone
-    op: str  # generate | improve | deepen | repair
+    op: str  # generate | improve | deepen | repair | crossover
+    other: Candidate | None = None  # crossover: the second parent
 
     @property
     def group(self) -> tuple:
@@ -67,14 +68,52 @@ class Engine:
     on_result: Callable[[Candidate], None] | None = None
     templates: Path | None = None  # a directory of prompt templates overriding ours
     executor: Callable[..., list[Outcome]] = evaluate_many  # local by default; or a cluster
+    memory: Any = None  # a memory.KernelMemory: verified kernels of other tasks for prompts
+    memory_k: int = 3  # how many of them a prompt shows
+
+    def __post_init__(self) -> None:
+        # a resumed run continues the policy where the stored candidates left it
+        if False and hasattr(self.policy, "restore") and \
+                (state := self.store.value(self._state_key)) is not None:
+            self.policy.restore(state)
+
+    @property
+    def _state_key(self) -> str:
+        return f"policy_state:{self.policy.name}"
 
     def prompt(self, step: Step) -> str:
         if step.op == "generate":
             return expand_prompt(self.task, "generate", None, None, step.stage, self.machine,
                                  override_dir=self.templates, config=self.eval_config)
+        second = (parent_code(self.task, step.other), step.other.outcome) if step.other else None
         return expand_prompt(self.task, step.op, parent_code(self.task, step.parent),
                              step.parent.outcome if step.parent else None, step.stage,
-                             self.machine, override_dir=self.templates, config=self.eval_config)
+                             self.machine, override_dir=self.templates, config=self.eval_config,
+                             second=second)
+
+    def prompt_with_memory(self, step: Step) -> str:
+        """The step's prompt, with the memory's kernels most like the task and the parent
+        (never the task's own: see memory.store) when the search has a memory."""
+        from ..prompts import MEMORY_OPS, add_memory
+        prompt = self.prompt(step)
+        if self.memory is None or step.op not in MEMORY_OPS:
+            return prompt
+        kernels = self.memory.for_prompt(self.task, parent_code(self.task, step.parent),
+                                         self.memory_k)
+        return add_memory(prompt, self.task, kernels, self.templates)
+
+    def _flag_copy(self, outcome: Outcome, completion: str) -> None:
+        """Mark a passing kernel that is a memory kernel up to names and whitespace: it is
+        not the model's own result (rewards.refused, RunStore.best leave it out)."""
+        if self.memory is None or not outcome.ok:
+            return
+        try:
+            code = backend_for(self.task).extract(self.task, completion)
+        except ValueError:
+            return
+        if source := self.memory.copy_of(self.task, code):
+            outcome.copied_from = source
+            outcome.message = f"a copy of {source}, not counted; {outcome.message}"
 
     def run_steps(self, steps: list[Step]) -> list[Candidate]:
         self._generate_missing(steps)
@@ -86,7 +125,7 @@ class Engine:
         missing = [s for s in steps if self.store.by_slot(s.slot) is None]
         by_prompt: dict[str, list[Step]] = defaultdict(list)
         for s in missing:
-            by_prompt[self.prompt(s)].append(s)
+            by_prompt[self.prompt_with_memory(s)].append(s)
         by_count: dict[int, list[str]] = defaultdict(list)  # the policy takes one n per call
         for prompt, group in by_prompt.items():
             by_count[len(group)].append(prompt)
@@ -99,11 +138,16 @@ class Engine:
 
     def _generate(self, prompts: list[str], n: int, by_prompt: dict[str, list[Step]]) -> None:
         completions = self.policy.generate(prompts, n, **self.sampling)
-        for prompt, texts in zip(prompts, completions):
-            for step, text in zip(by_prompt[prompt], texts):
-                self.store.add_pending(step.slot, step.iteration, step.stage,
-                                       step.parent.id if step.parent else None, step.op,
-                                       self.policy.name, prompt, text)
+        # the completions and the policy's state after them are stored together: a kill
+        # between the two would hand the stored completions out again on resume
+        with self.store.transaction():
+            for prompt, texts in zip(prompts, completions):
+                for step, text in zip(by_prompt[prompt], texts):
+                    self.store.add_pending(step.slot, step.iteration, step.stage,
+                                           step.parent.id if step.parent else None, step.op,
+                                           self.policy.name, prompt, text)
+            if hasattr(self.policy, "state"):
+                self.store.set_value(self._state_key, self.policy.state())
 
     def _evaluate_pending(self, steps: list[Step]) -> None:
         pending = [c for c in (self.store.by_slot(s.slot) for s in steps) if c.pending]
@@ -114,6 +158,7 @@ class Engine:
 
         def record(i: int, outcome: Outcome) -> None:
             # stored the moment it is known: a kill loses at most the evaluations in flight
+            self._flag_copy(outcome, pending[i].completion)
             self.store.complete(pending[i].id, outcome.to_dict(), float("nan"))
             if self.on_result:
                 self.on_result(self.store.get(pending[i].id))

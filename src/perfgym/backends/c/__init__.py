@@ -80,16 +80,16 @@ class CBackend(Backend):
         return Prepared(task, code, size, config, machine, started, sorted(found), workdir,
                         seconds={"build": build.seconds})
 
-    def measure(self, p, fail):
-        with LANE.exclusive():  # the check call and the timed run: nothing else of ours runs
-            return measure(p, fail)
+    def measure(self, p, fail):  # measure takes the exclusive lane for the timed run only
+        return measure(p, fail)
 
     def cleanup(self, p) -> None:
         if p.workdir is not None and not p.config.extra.get("keep_workdir"):
             shutil.rmtree(p.workdir, ignore_errors=True)
 
     def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
-               stage=None, machine=None, size=None, override_dir=None, config=None) -> str:
+               stage=None, machine=None, size=None, override_dir=None, config=None,
+               second: tuple[str, str] | None = None) -> str:
         from ...prompts import compile_line, machine_facts, stage_rules, template
         fields = dict(language=self.label.split("/")[0], fence=self.fences[0],
                       description=task.description, entry=task.entry,
@@ -99,6 +99,8 @@ class CBackend(Backend):
                       compile=compile_line(config, self.source))
         if op != "generate":
             fields.update(parent_code=parent_code.strip(), feedback=feedback)
+        if second:
+            fields.update(other_code=second[0].strip(), other_feedback=second[1])
         return template(op, override_dir).format(**fields)
 
     def describe(self, task) -> list[str]:

@@ -45,13 +45,17 @@ class TorchBackend(Backend):
         return "torch_timeout"
 
     def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
-               stage=None, machine=None, size=None, override_dir=None, config=None) -> str:
+               stage=None, machine=None, size=None, override_dir=None, config=None,
+               second: tuple[str, str] | None = None) -> str:
         from ...prompts import machine_facts, template
         fields = dict(description=task.description, source=task.source.strip(),
                       machine=machine_facts(machine))
         if op == "generate":
             return template("generate_torch", override_dir).format(**fields)
         name = "repair_torch" if op == "repair" else "improve_torch"
+        if op == "crossover" and second:  # the second parent's code as part of the feedback
+            feedback += ("\n\nAnother working version to borrow from:\n```python\n"
+                         f"{second[0].strip()}\n```\nIt measured: {second[1]}")
         return template(name, override_dir).format(parent_code=parent_code.strip(),
                                                    feedback=feedback, **fields)
 
