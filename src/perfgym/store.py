@@ -14,6 +14,7 @@ import json
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -71,6 +72,11 @@ class Candidate:
     def ok(self) -> bool:
         return self.status == "OK"
 
+    @property
+    def copied(self) -> bool:
+        """Passed, but a copy of a kernel memory entry (Outcome.copied_from): not counted."""
+        return bool(self.outcome and self.outcome.get("copied_from"))
+
 
 class StoreError(ValueError):
     """A run directory that cannot hold or give back a run (a file, a corrupt database)."""
@@ -113,8 +119,28 @@ class RunStore:
                           (json.dumps(config, sort_keys=True),))
 
     def config(self) -> dict[str, Any] | None:
-        row = self._execute("SELECT value FROM run WHERE key = 'config'").fetchone()
+        return self.value("config")
+
+    def set_value(self, key: str, value: Any) -> None:
+        """Keep a JSON value of the run under `key` (e.g. a replay policy's cursor)."""
+        self._execute("INSERT OR REPLACE INTO run VALUES (?, ?)",
+                      (key, json.dumps(value, sort_keys=True)))
+
+    def value(self, key: str) -> Any:
+        row = self._execute("SELECT value FROM run WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Writes inside are stored together or not at all (a kill between them loses all)."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
 
     # -- candidates ------------------------------------------------------------------------
     def add_pending(self, slot: str, iteration: int, stage: int | None, parent_id: int | None,
@@ -156,8 +182,10 @@ class RunStore:
         return [_candidate(r) for r in rows]
 
     def best(self) -> Candidate | None:
-        row = self._execute(f"SELECT {_COLS} FROM candidates WHERE status = 'OK' "
-                                "ORDER BY gflops DESC, id LIMIT 1").fetchone()
+        # a copy of a memory kernel (Outcome.copied_from) is not the search's own result
+        row = self._execute(f"SELECT {_COLS} FROM candidates WHERE status = 'OK' AND "
+                            "json_extract(outcome, '$.copied_from') IS NULL "
+                            "ORDER BY gflops DESC, id LIMIT 1").fetchone()
         return _candidate(row) if row else None
 
     def lineage(self, candidate_id: int) -> list[Candidate]:

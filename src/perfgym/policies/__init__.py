@@ -2,7 +2,9 @@
 
     generate(prompts: list[str], n: int, **sampling) -> list[list[str]]
 
-n completions for each prompt, in prompt order.
+n completions for each prompt, in prompt order. A policy whose answers depend on what it handed
+out before (replay's cursor) also has `state() -> dict` and `restore(dict)`: the search engine
+stores the state with each batch of completions and restores it on resume.
 """
 from __future__ import annotations
 

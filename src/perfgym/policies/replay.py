@@ -2,7 +2,9 @@
 
 Each line is {"completion": "..."} and may carry "match": a substring; a line with a match
 serves only prompts that contain it (e.g. "stage 2" or "Fix the"), a line without serves any.
-Lines are handed out in file order, cycling, per match group, so a run is reproducible.
+Lines are handed out in file order, cycling, per match group, so a run is reproducible; the
+cursor is the policy's `state`, which a search keeps in its run store so `--resume` continues
+where the run stopped rather than from the top of the file.
 """
 from __future__ import annotations
 
@@ -48,3 +50,10 @@ class ReplayPolicy:
                 self.cursor[key] = i + 1
             out.append(picks)
         return out
+
+    def state(self) -> dict[str, Any]:
+        """Where each match group's cursor stands (JSON), to `restore` on resume."""
+        return {"cursor": dict(self.cursor)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.cursor = {str(k): int(v) for k, v in state.get("cursor", {}).items()}

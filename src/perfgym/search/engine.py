@@ -73,7 +73,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         # a resumed run continues the policy where the stored candidates left it
-        if False and hasattr(self.policy, "restore") and \
+        if hasattr(self.policy, "restore") and \
                 (state := self.store.value(self._state_key)) is not None:
             self.policy.restore(state)
 
