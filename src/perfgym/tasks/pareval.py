@@ -52,6 +52,13 @@ class Recipe:
     note: str = ""  # why our inputs differ from the driver's, shown in the description
 
 
+# problems we do not translate, and why
+UNTRANSLATED = {
+    "10_geometry_convex_hull": "the output's length depends on the input (the hull's points); "
+                               "a perfgym output has a shape fixed by the sizes",
+}
+
+
 def _cap(limit: int, name: str = "N") -> Callable[[int], dict[str, int]]:
     return lambda p: {name: min(p, limit)}
 
@@ -118,13 +125,53 @@ CROSS = [(-1, 0), (1, 0), (0, -1), (0, 1)]
 RING = CROSS + [(-1, -1), (-1, 1), (1, -1), (1, 1)]
 '''
 
+_COO_INPUTS = '''import numpy as np
+
+COO = np.dtype([("row", np.uint64), ("column", np.uint64), ("value", np.float64)], align=True)
+
+
+def coo(rng, rows, columns, count, dominant=False):
+    """`count` entries at distinct positions sorted by (row, column), values in [-1, 1) (or
+    [-10, 10) with a dominant diagonal first: every diagonal entry is present)."""
+    count = min(count, rows * columns)
+    if dominant:
+        diagonal = np.arange(rows) * columns + np.arange(rows)
+        others = np.setdiff1d(np.arange(rows * columns), diagonal)
+        flat = np.concatenate([diagonal, rng.choice(others, count - rows, replace=False)])
+    else:
+        flat = rng.choice(rows * columns, count, replace=False)
+    flat = np.sort(flat)
+    a = np.zeros(count, COO)
+    a["row"], a["column"] = flat // columns, flat % columns
+    a["value"] = rng.uniform(-10.0, 10.0, count) if dominant else rng.uniform(-1.0, 1.0, count)
+    if dominant:
+        on_diagonal = a["row"] == a["column"]
+        a["value"][on_diagonal] = 10.0 * rows + rng.uniform(0.0, 10.0, rows)
+    return a
+'''
+
+_COO_DENSE = '''import numpy as np
+
+
+def dense(a, rows, columns, add=False):
+    """The COO entries as a dense matrix: repeated positions added, or the last one kept."""
+    m = np.zeros((rows, columns))
+    r, c = a["row"].astype(np.int64), a["column"].astype(np.int64)
+    if add:
+        np.add.at(m, (r, c), a["value"])
+    else:
+        m[r, c] = a["value"]
+    return m
+'''
+
 _SQUARE = [{"N": 1}, {"N": 2}, {"N": 97}]
 
 RECIPES: dict[str, Recipe] = {
     "00_dense_la_lu_decomp": Recipe(
         shapes={"A": ["N", "N"]}, inout=("A",), sizes=_cap(256),
         train=[{"N": 256}, {"N": 255}], heldout=[{"N": 1}, {"N": 97}],
-        ranges={"A": (0.0, 10.0)}, perturb={"A": "diagonal"}, inputs=_DOMINANT.replace("WITH_B", "False"),
+        ranges={"A": (0.0, 10.0)}, perturb={"A": "diagonal"},
+        inputs=_DOMINANT.replace("WITH_B", "False"),
         reference="def reference(A, N, **_):\n    A = A.copy()\n    for k in range(N - 1):\n"
                   "        A[k + 1:, k] /= A[k, k]\n"
                   "        A[k + 1:, k + 1:] -= np.outer(A[k + 1:, k], A[k, k + 1:])\n"
@@ -176,6 +223,38 @@ RECIPES: dict[str, Recipe] = {
         shapes={"x": ["N"], "output": ["N"]}, sizes=_cap(1 << 16),
         train=[{"N": 1 << 16}, {"N": 1 << 10}], heldout=[{"N": 2}, {"N": 1 << 17}],
         reference="np.fft.fft(x)", flops="5*N*16", bytes="32*N"),
+    "11_geometry_convex_hull_perimeter": Recipe(
+        shapes={"points": ["N"], "result": []}, sizes=_cap(1 << 14),
+        train=[{"N": 1 << 14}, {"N": 9973}], heldout=[{"N": 3}, {"N": 97}],
+        ranges={"points": (-1000.0, 1000.0)}, perturb={"points": "none"},
+        reference="from scipy.spatial import ConvexHull\n\n\n"
+                  "def reference(points, **_):\n"
+                  "    # in two dimensions a hull's `area` is its perimeter\n"
+                  "    return ConvexHull(np.stack([points['x'], points['y']], 1)).area\n",
+        flops="N*14", bytes="16*N"),
+    "12_geometry_smallest_triangle": Recipe(
+        shapes={"points": ["N"], "result": []}, sizes=_cap(256),
+        train=[{"N": 256}, {"N": 251}], heldout=[{"N": 3}, {"N": 17}],
+        ranges={"points": (-1000.0, 1000.0)}, perturb={"points": "none"},
+        reference="def reference(points, N, **_):\n"
+                  "    x, y = points['x'], points['y']\n"
+                  "    best = np.inf\n"
+                  "    for i in range(N - 2):  # all triangles (i, j, k) with i < j < k\n"
+                  "        j, k = np.triu_indices(N - i - 1, 1)\n"
+                  "        j, k = j + i + 1, k + i + 1\n"
+                  "        area = 0.5 * np.abs(x[i] * (y[j] - y[k]) + x[j] * (y[k] - y[i])\n"
+                  "                            + x[k] * (y[i] - y[j]))\n"
+                  "        best = min(best, area.min())\n"
+                  "    return best\n",
+        flops="N*N*N", bytes="16*N"),
+    "13_geometry_closest_pair_2d": Recipe(
+        shapes={"points": ["N"], "result": []}, sizes=_cap(1 << 12),
+        train=[{"N": 1 << 12}, {"N": 4093}], heldout=[{"N": 2}, {"N": 97}],
+        ranges={"points": (-1000.0, 1000.0)}, perturb={"points": "none"},
+        reference="from scipy.spatial.distance import pdist\n\n\n"
+                  "def reference(points, **_):\n"
+                  "    return pdist(np.stack([points['x'], points['y']], 1)).min()\n",
+        flops="4*N*N", bytes="16*N"),
     "14_geometry_closest_pair_1d": Recipe(
         shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 13),
         train=[{"N": 1 << 13}, {"N": 4099}], heldout=[{"N": 2}, {"N": 97}],
@@ -241,6 +320,13 @@ RECIPES: dict[str, Recipe] = {
         reference="np.bincount(np.floor(np.modf(x)[0] * 4).astype(np.int64), minlength=4)"
                   ".astype(np.uint64)",
         flops="3*N", bytes="8*N"),
+    "22_histogram_count_quadrants": Recipe(
+        shapes={"points": ["N"], "bins": ["4"]}, zero=("bins",), sizes=_cap(1 << 22),
+        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
+        ranges={"points": (-1.0, 1.0)}, perturb={"points": "none"},
+        reference="np.bincount(np.where(points['y'] >= 0, np.where(points['x'] >= 0, 0, 1), "
+                  "np.where(points['x'] < 0, 2, 3)), minlength=4).astype(np.uint64)",
+        flops="2*N", bytes="16*N"),
     "25_reduce_xor": Recipe(
         shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 22),
         train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
@@ -347,6 +433,23 @@ RECIPES: dict[str, Recipe] = {
                "    return {\"x\": x.astype(np.float32)}\n",
         reference="np.argsort(np.argsort(x, kind='stable'), kind='stable').astype(np.uint64)",
         flops="N*17", bytes="12*N", note="the values are distinct, so every rank is defined"),
+    "43_sort_sort_an_array_of_structs_by_key": Recipe(
+        shapes={"results": ["N"]}, inout=("results",), sizes=_cap(1 << 17),
+        train=[{"N": 1 << 17}, {"N": 99991}], heldout=[{"N": 1}, {"N": 17}],
+        perturb={"results": "none"},
+        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, **_):\n"
+               "    \"\"\"Distinct start times: with ties the order std::sort leaves is not "
+               "defined.\"\"\"\n"
+               "    dtype = np.dtype([('startTime', np.int32), ('duration', np.int32), "
+               "('value', np.float32)], align=True)\n"
+               "    r = np.zeros(N, dtype)\n"
+               "    r['startTime'] = rng.permutation(N)\n"
+               "    r['duration'] = rng.integers(1, 10, size=N)\n"
+               "    r['value'] = rng.uniform(-1.0, 1.0, size=N)\n"
+               "    return {'results': r}\n",
+        reference="results[np.argsort(results['startTime'], kind='stable')]",
+        flops="N*17", bytes="24*N",
+        note="start times are distinct (ParEval: in [0, 100), so ties leave the order open)"),
     "44_sort_sort_non-zero_elements": Recipe(
         shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 17),
         train=[{"N": 1 << 17}, {"N": 99991}], heldout=[{"N": 1}, {"N": 17}],
@@ -359,6 +462,86 @@ RECIPES: dict[str, Recipe] = {
         reference="def reference(x, **_):\n    x = x.copy()\n    nonzero = x != 0\n"
                   "    x[nonzero] = np.sort(x[nonzero])\n    return x\n",
         flops="N*17", bytes="8*N"),
+    "45_sparse_la_sparse_solve": Recipe(
+        shapes={"A": ["NNZ"], "b": ["N"], "x": ["N"]},
+        sizes=lambda p: {"N": min(p, 256), "NNZ": min(p, 256) ** 2 // 10 + min(p, 256)},
+        train=[{"N": 256, "NNZ": 6809}, {"N": 127, "NNZ": 1739}],
+        heldout=[{"N": 1, "NNZ": 1}, {"N": 17, "NNZ": 45}],
+        ranges={"b": (-10.0, 10.0)}, perturb={"A": "none"},
+        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, N, NNZ, **_):\n"
+               "    return {'A': coo(rng, N, N, NNZ, dominant=True),\n"
+               "            'b': rng.uniform(-10.0, 10.0, size=N)}\n",
+        reference=_COO_DENSE + "\n\ndef reference(A, b, N, **_):\n"
+                               "    return np.linalg.solve(dense(A, N, N), b)\n",
+        flops="2*N*N*N/3", bytes="24*NNZ + 16*N",
+        note="the entries sit at distinct positions, sorted by row and column, and the "
+             "diagonal dominates (ParEval: random positions)"),
+    "46_sparse_la_spmm": Recipe(
+        shapes={"A": ["NA"], "X": ["NX"], "Y": ["M", "N"]},
+        sizes=lambda p: {"M": min(p, 256), "K": min(p, 256) // 4, "N": min(p, 256) // 2,
+                         "NA": min(p, 256) ** 2 // 40, "NX": min(p, 256) ** 2 // 80},
+        train=[{"M": 256, "K": 64, "N": 128, "NA": 1638, "NX": 819},
+               {"M": 127, "K": 31, "N": 61, "NA": 393, "NX": 189}],
+        heldout=[{"M": 1, "K": 1, "N": 1, "NA": 1, "NX": 1},
+                 {"M": 17, "K": 5, "N": 9, "NA": 8, "NX": 4}],
+        perturb={"A": "none", "X": "none"},
+        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, M, K, N, NA, NX, **_):\n"
+               "    return {'A': coo(rng, M, K, NA), 'X': coo(rng, K, N, NX)}\n",
+        reference=_COO_DENSE + "\n\ndef reference(A, X, M, K, N, **_):\n"
+                               "    return dense(A, M, K, add=True) @ dense(X, K, N, add=True)\n",
+        flops="2*NA*NX/K", bytes="24*(NA + NX) + 8*M*N",
+        note="the entries sit at distinct positions, sorted by row and column"),
+    "47_sparse_la_spmv": Recipe(
+        shapes={"A": ["NNZ"], "x": ["N"], "y": ["M"]}, inout=("y",),
+        scalars={"alpha": 0.5, "beta": -0.75},
+        sizes=lambda p: {"M": min(p, 2048), "N": min(p, 2048), "NNZ": min(p, 2048) ** 2 // 10},
+        train=[{"M": 2048, "N": 2048, "NNZ": 419430}, {"M": 1021, "N": 2039, "NNZ": 99991}],
+        heldout=[{"M": 1, "N": 1, "NNZ": 1}, {"M": 17, "N": 5, "NNZ": 13}],
+        perturb={"A": "none"},
+        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, M, N, NNZ, **_):\n"
+               "    return {'A': coo(rng, M, N, NNZ), 'x': rng.uniform(-1.0, 1.0, size=N),\n"
+               "            'y': rng.uniform(-1.0, 1.0, size=M)}\n",
+        reference=_COO_DENSE + "\n\ndef reference(A, x, y, M, N, alpha, beta, **_):\n"
+                               "    return beta * y + alpha * (dense(A, M, N, add=True) @ x)\n",
+        flops="2*NNZ + M", bytes="24*NNZ + 8*(N + 2*M)",
+        note="the entries sit at distinct positions, sorted by row and column"),
+    "48_sparse_la_sparse_axpy": Recipe(
+        shapes={"x": ["NNZ"], "y": ["NNZ"], "z": ["N"]}, zero=("z",), scalars={"alpha": 0.5},
+        sizes=lambda p: {"N": min(p, 1 << 20), "NNZ": min(p, 1 << 20) // 10},
+        train=[{"N": 1 << 20, "NNZ": 104857}, {"N": 999983, "NNZ": 99991}],
+        heldout=[{"N": 1, "NNZ": 1}, {"N": 17, "NNZ": 5}],
+        perturb={"x": "none", "y": "none"},
+        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, NNZ, **_):\n"
+               "    \"\"\"ParEval's: random indices (repeats allowed), sorted.\"\"\"\n"
+               "    dtype = np.dtype([('index', np.uint64), ('value', np.float64)], align=True)\n"
+               "    out = {}\n"
+               "    for name in ('x', 'y'):\n"
+               "        v = np.zeros(NNZ, dtype)\n"
+               "        v['index'] = np.sort(rng.integers(0, N, size=NNZ))\n"
+               "        v['value'] = rng.uniform(-1.0, 1.0, size=NNZ)\n"
+               "        out[name] = v\n"
+               "    return out\n",
+        reference="def reference(x, y, N, alpha, **_):\n    z = np.zeros(N)\n"
+                  "    np.add.at(z, x['index'].astype(np.int64), alpha * x['value'])\n"
+                  "    np.add.at(z, y['index'].astype(np.int64), y['value'])\n    return z\n",
+        flops="3*NNZ", bytes="32*NNZ + 8*N"),
+    "49_sparse_la_sparse_lu_decomp": Recipe(
+        shapes={"A": ["NNZ"], "L": ["N", "N"], "U": ["N", "N"]}, zero=("L", "U"),
+        sizes=lambda p: {"N": min(p, 256), "NNZ": min(p, 256) ** 2 // 10 + min(p, 256)},
+        train=[{"N": 256, "NNZ": 6809}, {"N": 127, "NNZ": 1739}],
+        heldout=[{"N": 1, "NNZ": 1}, {"N": 17, "NNZ": 45}],
+        perturb={"A": "none"},
+        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, N, NNZ, **_):\n"
+               "    return {'A': coo(rng, N, N, NNZ, dominant=True)}\n",
+        reference=_COO_DENSE + "\n\ndef reference(A, N, **_):\n    LU = dense(A, N, N)\n"
+                               "    for k in range(N - 1):  # Doolittle, no pivoting\n"
+                               "        LU[k + 1:, k] /= LU[k, k]\n"
+                               "        LU[k + 1:, k + 1:] -= np.outer(LU[k + 1:, k], "
+                               "LU[k, k + 1:])\n"
+                               "    return np.tril(LU, -1) + np.eye(N), np.triu(LU)\n",
+        flops="2*N*N*N/3", bytes="24*NNZ + 16*N*N",
+        note="the entries sit at distinct positions, sorted by row and column, and the "
+             "diagonal dominates (ParEval: random positions)"),
     "50_stencil_xor_kernel": Recipe(
         shapes={"input": ["N", "N"], "output": ["N", "N"]}, sizes=_cap(2048),
         train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"input": (0, 2)},
@@ -435,8 +618,8 @@ def read_checkout(checkout: Path) -> list[Problem]:
     bench_root = checkout / "drivers" / "cpp" / "benchmarks"
     if not prompts_path.is_file() or not bench_root.is_dir():
         raise TaskError(f"{checkout} is not a ParEval checkout (no prompts/generation-prompts."
-                           "json or drivers/cpp/benchmarks/): clone "
-                           "https://github.com/parallelcodefoundry/ParEval and pass its directory")
+                        "json or drivers/cpp/benchmarks/): clone "
+                        "https://github.com/parallelcodefoundry/ParEval and pass its directory")
     problems: dict[str, Problem] = {}
     benches = {p.name: p for p in bench_root.glob("*/*") if p.is_dir()}
     sizes_path = checkout / "drivers" / "problem-sizes.json"
@@ -464,14 +647,29 @@ def split_prompt(prompt: str) -> tuple[str, str]:
     return "\n".join(lines[:-1]), lines[-1].strip().rstrip("{").strip()
 
 
-def _unsupported(signature: str, exc: SignatureError) -> str:
+def _unsupported(signature: str, preamble: str, exc: SignatureError) -> str:
     """A short reason a signature cannot be stated (the parser's message when none fits)."""
     if "std::string" in signature:
         return "signature: strings are not supported"
     for elem in re.findall(r"vector<\s*(\w+)\s*>", signature):
-        if elem not in C_TYPES:
-            return f"signature: arrays of structs are not supported (std::vector<{elem}>)"
+        if elem not in C_TYPES and "std::string" in preamble:
+            return f"signature: struct {elem} holds a std::string (only numbers are supported)"
     return f"signature: {exc}"
+
+
+def prompt_structs(preamble: str) -> dict[str, dict[str, str]]:
+    """The structs a prompt defines whose fields are all numbers: name -> field -> C type."""
+    structs = {}
+    for name, body in re.findall(r"struct\s+(\w+)\s*\{(.*?)\};", preamble, re.S):
+        fields = {}
+        for decl in body.split(";"):
+            m = re.match(r"\s*(.*?)\s*\b(\w+(?:\s*,\s*\w+)*)\s*$", decl)
+            if m and m.group(1):
+                fields.update({f.strip(): " ".join(m.group(1).split())
+                               for f in m.group(2).split(",")})
+        if fields and all(t in C_TYPES for t in fields.values()):
+            structs[name] = fields
+    return structs
 
 
 def driver_atol(bench: Path) -> float | None:
@@ -504,13 +702,17 @@ def serial_solution(bench: Path, entry: str, preamble: str) -> str:
     end = _matching_brace(text, text.index("{", m.end()))
     function = text[start:end + 1].replace(m.group(1), entry, 1)
     rest = text[:start] + text[end + 1:]
+    # the entry's own struct types must not have internal linkage: they stay at file scope
+    structs = re.findall(r"^struct\s+\w+\s*\{.*?\};", preamble, re.S | re.M)
+    for struct in structs:
+        preamble = preamble.replace(struct, "")
     includes = [line for line in (preamble + "\n" + rest).splitlines()
                 if line.strip().startswith("#include")]
     body = "\n".join(line for line in (preamble + "\n" + rest).splitlines()
                      if not line.strip().startswith("#include"))
     includes = sorted(set(includes) | {f"#include <{h}>" for h in _DRIVER_HEADERS})
-    return "\n".join(includes) + "\n\nnamespace {\n" + body + "\n}  // namespace\n\n" \
-        + function + "\n"
+    return "\n\n".join(["\n".join(includes), *structs, f"namespace {{\n{body}\n}}  // namespace",
+                        function]) + "\n"
 
 
 def _matching_brace(text: str, open_at: int) -> int:
@@ -569,8 +771,9 @@ def _task_name(problem: str, model: str) -> str:
 def translate(problem: Problem, recipe: Recipe) -> dict:
     """The task.toml fields of a problem (without the per-model ones), or raise ValueError with the
     reason it cannot be stated."""
-    _, signature_text = split_prompt(problem.prompts["serial"])
-    signature = parse_signature(signature_text)
+    preamble, signature_text = split_prompt(problem.prompts["serial"])
+    structs = prompt_structs(preamble)
+    signature = parse_signature(signature_text, frozenset(structs))
     arrays = {}
     for p in signature.params:
         if not p.vector:
@@ -578,9 +781,11 @@ def translate(problem: Problem, recipe: Recipe) -> dict:
         if p.name not in recipe.shapes:
             raise ValueError(f"parameter {p.name!r} is not in our translation (ParEval changed "
                              "the signature?)")
+        if p.ctype not in C_TYPES and p.ctype not in structs:
+            raise ValueError(f"the prompt does not define struct {p.ctype} with number fields")
         role = "in" if p.const else "inout" if p.name in recipe.inout else "out"
-        arrays[p.name] = {"shape": recipe.shapes[p.name], "dtype": C_TYPES[p.ctype],
-                          "role": role}
+        arrays[p.name] = {"shape": recipe.shapes[p.name], "role": role,
+                          "dtype": C_TYPES.get(p.ctype, p.ctype)}
     if signature.ret != "void":
         arrays["result"] = {"shape": [], "dtype": C_TYPES[signature.ret], "role": "out"}
     if set(arrays) != set(recipe.shapes):
@@ -597,6 +802,8 @@ def translate(problem: Problem, recipe: Recipe) -> dict:
                 for a in arrays.values() if a["role"] != "in")
     atol = driver_atol(problem.bench) if problem.bench else None
     return {"entry": signature_text, "arrays": arrays, "default": default,
+            "structs": {p.ctype: structs[p.ctype] for p in signature.params
+                        if p.ctype in structs},
             "atol": 0.0 if exact else (atol if atol is not None else 1e-6),
             "rtol": 0.0 if exact else recipe.rtol, "signature": signature}
 
@@ -632,6 +839,9 @@ def write_task(directory: Path, problem: Problem, model: str, recipe: Recipe, fi
         lines.append('require = ["openmp"]  # ParEval\'s rule: an OpenMP solution must use OpenMP')
     if recipe.scalars:
         lines += ["", "[scalars]", *(f"{k} = {_toml(v)}" for k, v in recipe.scalars.items())]
+    for name, struct_fields in fields["structs"].items():
+        lines += ["", f"[structs.{name}]", *(f"{k} = {_toml(v)}" for k, v in
+                                            struct_fields.items())]
     for name, a in fields["arrays"].items():
         lines += ["", f"[arrays.{name}]", *(f"{k} = {_toml(v)}" for k, v in a.items())]
     lines += ["", "[sizes]", f"default = {_toml(fields['default'])}",
@@ -655,19 +865,19 @@ def import_pareval(checkout: Path, out: Path, require_parallel: bool = False) ->
         elif problem.bench is None or not (problem.bench / "baseline.hpp").is_file():
             reason = "no drivers/cpp/benchmarks/*/<problem>/baseline.hpp"
         else:
+            preamble, signature_text = split_prompt(problem.prompts["serial"])
             try:
-                parse_signature(split_prompt(problem.prompts["serial"])[1])
+                parse_signature(signature_text, frozenset(prompt_structs(preamble)))
             except SignatureError as exc:
-                reason = _unsupported(split_prompt(problem.prompts["serial"])[1], exc)
+                reason = _unsupported(signature_text, preamble, exc)
         recipe = RECIPES.get(problem.name)
         if reason is None and recipe is None:
-            reason = "no NumPy translation of this problem in perfgym.tasks.pareval.RECIPES"
+            reason = UNTRANSLATED.get(problem.name, "no NumPy translation of this problem in "
+                                      "perfgym.tasks.pareval.RECIPES")
         if reason is None:
             try:
                 fields = translate(problem, recipe)
-                _, signature_text = split_prompt(problem.prompts["serial"])
-                baseline = serial_solution(problem.bench, fields["signature"].name,
-                                           split_prompt(problem.prompts["serial"])[0])
+                baseline = serial_solution(problem.bench, fields["signature"].name, preamble)
             except (ValueError, OSError) as exc:
                 reason = str(exc)
         if reason is not None:
