@@ -4,7 +4,8 @@ The key covers everything that can change a result: the normalized code (comment
 whitespace do not matter), the task spec and baseline, the size, the evaluation config, the
 machine fingerprint and the evaluator itself (its rules, harness and pipeline sources), so a
 verdict given under older rules is never served after they change. SQLite keeps it safe for
-concurrent readers and writers.
+concurrent readers and writers. A timing other programs disturbed is never kept; a kept C timing
+carries the conditions it was taken in (parent_check["load"]: CPU used, others' CPU, steal).
 """
 from __future__ import annotations
 
@@ -79,6 +80,10 @@ class OutcomeCache:
         return outcome
 
     def put(self, key: str, outcome: Outcome) -> None:
+        """Keep `outcome` under `key`, unless other programs disturbed its timing: a timing
+        taken under load would be served as this kernel's speed from then on."""
+        if outcome.disturbed:
+            return
         with self._conn() as conn:
             conn.execute("INSERT OR REPLACE INTO outcomes (key, outcome) VALUES (?, ?)",
                          (key, json.dumps(outcome.to_dict())))

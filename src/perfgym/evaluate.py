@@ -79,8 +79,12 @@ def measure(p: Prepared) -> Outcome:
     exclusive lane while it times)."""
     backend = backend_for(p.task)
     try:
-        return backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
-                                         p.techniques))
+        outcome = backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
+                                            p.techniques))
+        if p.config.profile:  # while the build directory (object, compiler report) exists
+            from .profiling import attach
+            attach(p, outcome)
+        return outcome
     finally:
         backend.cleanup(p)
 
@@ -91,6 +95,8 @@ def finish(p: Prepared, outcome: Outcome) -> Outcome:
         base = baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median
+            if base.disturbed and not outcome.disturbed:  # the speedup is no better than it
+                outcome.disturbed = f"the baseline's timing: {base.disturbed}"
     if outcome.ok and not outcome.message:
         outcome.message = ok_message(outcome)
     outcome.elapsed = time.monotonic() - p.started
@@ -100,10 +106,11 @@ def finish(p: Prepared, outcome: Outcome) -> Outcome:
 
 
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
-    """The task's baseline kernel at the same size and flags (cached like any candidate)."""
+    """The task's baseline kernel at the same size and flags (cached like any candidate, and
+    timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
+    the load)."""
     return evaluate(task, task.baseline.read_text(), size,
-                    config.replace(stage=None, compare_baseline=False, use_cache=True,
-                                   seed=None))
+                    config.replace(stage=None, compare_baseline=False, seed=None, profile=()))
 
 
 def ok_message(o: Outcome) -> str:
@@ -114,6 +121,8 @@ def ok_message(o: Outcome) -> str:
         parts.append(f"{o.speedup:.2f}x naive")
     if o.fraction_of_roofline is not None:
         parts.append(f"{o.fraction_of_roofline * 100:.1f}% of the {o.bound} roof")
+    if o.disturbed:
+        parts.append(f"DISTURBED, not to be trusted: {o.disturbed}")
     return "; ".join(parts)
 
 

@@ -90,6 +90,9 @@ class Outcome:
     # a 99.9% lower confidence bound on the speedup over paired reference/candidate calls (sign
     # test): "faster" means this is above 1, so noise never earns a bonus
     speedup_low: float | None = None
+    # why the timing is not to be trusted: other programs took the CPU in every timed run
+    # (C tasks; the figures are in parent_check["load"]). Never cached.
+    disturbed: str | None = None
 
     @property
     def ok(self) -> bool:

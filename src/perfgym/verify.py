@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import builtins
+import ctypes
+import multiprocessing
+import os
+import signal
+import traceback
 from dataclasses import dataclass
 
 import numpy as np
 
-from .tasks import Task, load_python_attr
+from .tasks import Task, TaskError, format_size, load_python_attr
 
 SAMPLED_RANDOM_POINTS = 100  # seed 000: 4 corners, centre and 100 random positions
 
@@ -18,9 +23,64 @@ class Verdict:
     where: str = ""  # e.g. "C[17, 3] = 1.25 but expected 3.5"
 
 
-def reference_outputs(task: Task, inputs: dict[str, np.ndarray],
-                      size: dict[str, int]) -> dict[str, np.ndarray]:
-    """The task's reference answer for `inputs`, as name -> array for every output."""
+_PR_SET_PDEATHSIG = 1
+
+
+class ReferenceTooSlow(TaskError):
+    """The task's reference did not finish in its time limit at the size asked for: a size the
+    task cannot check, not the candidate's fault."""
+
+
+def reference_outputs(task: Task, inputs: dict[str, np.ndarray], size: dict[str, int],
+                      limit: float | None = None) -> dict[str, np.ndarray]:
+    """The task's reference answer for `inputs`, as name -> array for every output. With a
+    `limit` (seconds) it runs in a forked child that is killed at the limit (ReferenceTooSlow):
+    a Python loop or one huge NumPy call cannot be interrupted in this process."""
+    if limit is None:
+        return _reference(task, inputs, size)
+    ctx = multiprocessing.get_context("fork")  # the inputs are shared copy-on-write, not sent
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_reference_child, args=(send, task, inputs, size, os.getpid()),
+                        daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(limit):
+            raise ReferenceTooSlow(f"the reference took longer than {limit:g} s at "
+                                   f"{format_size(size)}: choose smaller sizes")
+        try:
+            ok, answer = receive.recv()
+        except EOFError:
+            raise TaskError(f"the reference ended without an answer at {format_size(size)} "
+                            f"(exit status {child.exitcode}; out of memory?)") from None
+    finally:
+        receive.close()
+        child.kill()
+        child.join()
+    if not ok:
+        raise TaskError(f"the task's reference failed at {format_size(size)}: {answer}")
+    return answer
+
+
+def _reference_child(send, task: Task, inputs: dict, size: dict, parent: int) -> None:
+    # a copy of the driver: it must not run the driver's cleanup on Ctrl-C or SIGTERM, and it
+    # dies with the driver rather than hold the driver's descriptors (the lane's lock)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+    try:
+        answer = (True, _reference(task, inputs, size))
+    except Exception as exc:  # the task author's code: reported as one line by the parent
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        answer = (False, f"{type(exc).__name__}: {exc} ({last.filename}:{last.lineno})")
+    send.send(answer)
+    send.close()
+
+
+def _reference(task: Task, inputs: dict[str, np.ndarray],
+               size: dict[str, int]) -> dict[str, np.ndarray]:
     outputs = task.outputs
     # an in-place array is given as a copy: a reference that works in place must not change
     # the inputs the next check is made from

@@ -11,11 +11,13 @@ import numpy as np
 
 from ... import machine
 from ...config import EvalConfig
+from ...lane import LANE
 from ...outcome import Outcome, Status, Timing
 from ...tasks import Task, format_size
 from ...verify import compare, reference_outputs, sample_points
 from .. import Prepared
 from . import build as cbackend
+from . import neighbours
 from .build import EXCEPTION_ESCAPED, VECTOR_RESIZED
 
 IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
@@ -32,11 +34,19 @@ TAMPER_MARGIN = 1e-3  # seconds
 # parent read "@t 0" late. Generous: without real-time priority for the reader that reached
 # 15 ms under load.
 AHEAD_EPSILON = 50e-3  # seconds
+# A timed run that other programs disturbed (neighbours.py) is run again this many times; if
+# every run was disturbed the Outcome says so (`disturbed`) and it is not cached.
+DISTURBED_REPEATS = 2
+# The reference may take this many times the candidate's whole timed run (config.timeout), at
+# least REFERENCE_MIN_SECONDS; beyond that the size is too large for the task's reference.
+REFERENCE_TIMEOUT_FACTOR = 4.0
+REFERENCE_MIN_SECONDS = 1.0
 
 
 def measure(p: Prepared, outcome) -> Outcome:
     """`outcome(status, message, details="", **fields)` makes the Outcome (evaluate fills in
-    the fields every outcome has)."""
+    the fields every outcome has). Only the timed run takes the exclusive lane; the check call
+    and the reference share it with builds."""
     task, size, config = p.task, p.size, p.config
 
     seed = config.seed if config.seed is not None else secrets.randbits(63)
@@ -50,23 +60,26 @@ def measure(p: Prepared, outcome) -> Outcome:
     # (extra["check_first"] = False turns it off, for benchmarks/eval_throughput.py only.)
     refs: dict[str, dict] = {}  # reference outputs by input set, computed once
     if config.extra.get("check_first", True):
-        ran = _run_harness(p, order, outcome, check_only=True)
+        with LANE.shared():
+            ran = _run_harness(p, order, outcome, check_only=True)
         if isinstance(ran, Outcome):
             return ran
         first = [("the first input set", inputs.sets[0],
                   _outputs(task, size, order, p.workdir, 1))]
-        verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
+        with LANE.shared():
+            verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
         if verdict_msg:
             return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
         for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
             (p.workdir / stale).unlink(missing_ok=True)
 
-    ran = _run_harness(p, order, outcome)
+    ran, load = _timed_run(p, order, outcome)
     if isinstance(ran, Outcome):
         return ran
     result, report = ran
-    verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng,
-                                         refs)
+    with LANE.shared():
+        verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng,
+                                             refs)
     if verdict_msg:
         return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
 
@@ -79,6 +92,7 @@ def measure(p: Prepared, outcome) -> Outcome:
     pairs = list(zip(report["samples"], seen["parent_samples"]))
     samples = [max(r, p) for r, p in pairs]
     seen["charged"] = sum(p > r for r, p in pairs)  # calls that cost the parent's figure
+    seen["load"] = load  # the conditions the timing was taken in (cached with it)
     timing = Timing.from_samples(samples, report["warmups"], config.cv_target)
     flops, nbytes = task.flop_count(size), task.byte_count(size)
     gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
@@ -93,7 +107,31 @@ def measure(p: Prepared, outcome) -> Outcome:
     return outcome(Status.OK, "", timing=timing, gflops=gflops if flops else None,
                    gbps=gbps, fraction_of_peak=gflops / peak if (peak and flops) else None,
                    fraction_of_roofline=(gflops if flops else gbps) / roof[0] if roof else None,
-                   bound=roof[1] if roof else None, max_error=max_error, parent_check=seen)
+                   bound=roof[1] if roof else None, max_error=max_error, parent_check=seen,
+                   disturbed=load["disturbed"])
+
+
+def _timed_run(p: Prepared, order: list[str], outcome):
+    """The timed harness run in the exclusive lane, run again when other programs took the
+    CPU (up to DISTURBED_REPEATS times). Returns (what _run_harness returned, the conditions
+    of the last run: neighbours.conditions plus "disturbed", the reason or None, and
+    "attempts")."""
+    threads = p.config.n_threads if "openmp" in p.techniques else 1
+    for attempt in range(1, DISTURBED_REPEATS + 2):
+        if attempt > 1:  # the last run's files: none may pass for this run's
+            for stale in ["result.txt", *(f.name for f in p.workdir.glob("out[12]_*.bin")),
+                          *(f.name for f in p.workdir.glob("snap_*.bin"))]:
+                (p.workdir / stale).unlink(missing_ok=True)
+        with LANE.exclusive():  # nothing else of ours runs while a kernel is timed
+            before = neighbours.snapshot()
+            ran = _run_harness(p, order, outcome)
+            load = neighbours.conditions(before, neighbours.snapshot(), threads)
+        load.update(disturbed=neighbours.disturbed(load), attempts=attempt)
+        if isinstance(ran, Outcome) or not load["disturbed"]:
+            break
+    if load["disturbed"]:
+        load["disturbed"] += f" (in each of {load['attempts']} runs)"
+    return ran, load
 
 
 def _run_harness(p: Prepared, order: list[str], outcome, check_only: bool = False):
@@ -339,13 +377,14 @@ def _verify(task: Task, size: dict, config: EvalConfig, checks: list,
     or None, the largest error seen). `refs` keeps the input sets' reference outputs by label
     (the timed calls' perturbed inputs differ every time and are not kept)."""
     mode = config.verify or task.verify_mode
+    limit = max(REFERENCE_MIN_SECONDS, REFERENCE_TIMEOUT_FACTOR * config.timeout)
     max_error = 0.0
     for label, ins, got in checks:
         if not label.endswith("input set"):
-            ref = reference_outputs(task, ins, size)
+            ref = reference_outputs(task, ins, size, limit)
         else:
             if label not in refs:
-                refs[label] = reference_outputs(task, ins, size)
+                refs[label] = reference_outputs(task, ins, size, limit)
             ref = refs[label]
         for name, value in got.items():
             points = sample_points(value.shape, rng) if mode == "sampled" else None

@@ -1,0 +1,111 @@
+"""Foreign load is seen: a timed run during which other programs took the CPU the kernel needed
+is repeated, and if every run was disturbed the Outcome says so, the message says so, the
+reward schemes refuse it and the cache does not keep it. A quiet run is not flagged; a kept
+timing carries its conditions; baselines follow use_cache.
+
+The hog test runs real busy processes for a few seconds: it makes other timings on the machine
+noisy while it runs, so it is one test, kept short."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perfgym import EvalConfig, Status, evaluate
+from perfgym.backends.c import neighbours
+from perfgym.cache import OutcomeCache
+from perfgym.evaluate import baseline, finish, measure, prepare
+
+SIZE = {"M": 160, "N": 160, "K": 160}  # the naive kernel: a run of a few tenths of a second
+CONFIG = EvalConfig(compare_baseline=False, timeout=6.0, max_time=0.3, max_samples=20,
+                    min_samples=5)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    ev = sys.modules["perfgym.evaluate"]  # the package exports a function of the same name
+    fresh = OutcomeCache(tmp_path / "outcomes.sqlite")
+    monkeypatch.setattr(ev, "_cache", fresh)
+    return fresh
+
+
+def hogs(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
+
+
+def test_a_run_beside_cpu_hogs_is_flagged_and_not_cached(dgemm, cache):
+    p = prepare(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)  # built before the hogs start
+    assert p.key is not None
+    cores = len(os.sched_getaffinity(0))
+    busy = hogs(2 * cores)  # each of the kernel's cores shared three ways
+    try:
+        time.sleep(0.3)
+        o = finish(p, measure(p))
+    finally:
+        for h in busy:
+            h.kill()
+            h.wait()
+    assert o.status is Status.OK, o.message
+    load = o.parent_check["load"]
+    assert o.disturbed and "other programs used" in o.disturbed, load
+    assert load["attempts"] == 3  # run again twice before giving up
+    assert load["others_cpu"] > load["cpu"] and load["others_running"] >= 1
+    assert "DISTURBED" in o.message and o.to_dict()["disturbed"] == o.disturbed
+    assert cache.get(p.key) is None and len(cache) == 0
+
+
+def test_a_quiet_run_is_not_flagged_and_is_cached_with_its_conditions(dgemm, cache):
+    o = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
+    assert o.ok and o.disturbed is None, o.parent_check["load"]
+    assert "DISTURBED" not in o.message
+    kept = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
+    assert kept.cached
+    load = kept.parent_check["load"]
+    assert load["cpu"] > 0 and load["wall"] >= load["cpu"] * 0.5 and load["attempts"] >= 1
+    assert {"others_cpu", "steal", "others_running", "cores"} <= set(load)
+
+
+def test_baseline_follows_use_cache(dgemm, cache):
+    small = {"M": 48, "N": 48, "K": 48}
+    first = baseline(dgemm, small, CONFIG.replace(use_cache=False))
+    again = baseline(dgemm, small, CONFIG.replace(use_cache=False))
+    assert first.ok and again.ok and not first.cached and not again.cached
+    assert len(cache) == 0  # nothing kept: a baseline timed under load would outlive the load
+    assert again.timing.samples != first.timing.samples  # timed twice
+    kept = baseline(dgemm, small, CONFIG)
+    assert not kept.cached and len(cache) == 1, kept.disturbed
+    assert baseline(dgemm, small, CONFIG).cached
+
+
+def figures(cpu, wall, others, cores=1, steal=0.0):
+    return {"wall": wall, "cores": cores, "cpu": cpu, "possible": cores * wall,
+            "others_cpu": others, "steal": steal, "others_running": 1}
+
+
+def test_the_rule_needs_strong_evidence():
+    # a serial kernel that kept its core while a compiler used the other one: not disturbed
+    assert neighbours.disturbed(figures(cpu=0.97, wall=1.0, others=1.0)) is None
+    # an OpenMP kernel whose serial parts left a core idle, a little background load: no
+    assert neighbours.disturbed(figures(cpu=1.4, wall=1.0, others=0.2, cores=2)) is None
+    # a tiny run: clock-tick rounding is not evidence
+    assert neighbours.disturbed(figures(cpu=0.01, wall=0.03, others=0.05)) is None
+    # short of CPU and the shortfall went to others (or to the hypervisor): disturbed
+    assert "1.33 CPU-s" in neighbours.disturbed(figures(cpu=0.67, wall=1.0, others=1.33))
+    assert "stolen" in neighbours.disturbed(figures(cpu=1.0, wall=1.0, others=0.1, cores=2,
+                                                    steal=0.8))
+    # an OpenMP kernel sharing its cores with one busy process
+    assert neighbours.disturbed(figures(cpu=1.3, wall=1.0, others=0.7, cores=2))
+
+
+def test_snapshots_see_this_process_and_the_machine():
+    before = neighbours.snapshot()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        pass
+    c = neighbours.conditions(before, neighbours.snapshot(), threads=1)
+    assert 0.01 < c["cpu"] <= c["wall"] + 0.01  # this thread's busy loop, to the millisecond
+    assert c["possible"] == pytest.approx(c["wall"]) and c["cores"] == 1
+    assert c["others_cpu"] >= 0 and c["steal"] >= 0
+    # whenever the loop was not running, a CPU it may use was busy with someone else's work
+    assert c["cpu"] + c["others_cpu"] + c["steal"] >= 0.8 * c["wall"]
