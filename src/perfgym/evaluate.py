@@ -79,12 +79,8 @@ def measure(p: Prepared) -> Outcome:
     exclusive lane while it times)."""
     backend = backend_for(p.task)
     try:
-        outcome = backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
-                                            p.techniques))
-        if p.config.profile:  # while the build directory (object, compiler report) exists
-            from .profiling import attach
-            attach(p, outcome)
-        return outcome
+        return backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
+                                         p.techniques))
     finally:
         backend.cleanup(p)
 
@@ -110,7 +106,7 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
     the load)."""
     return evaluate(task, task.baseline.read_text(), size,
-                    config.replace(stage=None, compare_baseline=False, seed=None, profile=()))
+                    config.replace(stage=None, compare_baseline=False, seed=None))
 
 
 def ok_message(o: Outcome) -> str:
