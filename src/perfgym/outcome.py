@@ -7,8 +7,13 @@ from typing import Any
 
 
 class Status(str, enum.Enum):
-    """Where in the pipeline a candidate stopped. Ordered from worst to best (seed 000, eq. 3)."""
+    """Where in the pipeline a candidate stopped. Ordered from worst to best (seed 000, eq. 3).
 
+    HOST_ERROR is no verdict on the candidate: the host failed while evaluating it (an exception
+    in a batch, see executors). It sorts first so a multi-size fold that holds one is no verdict
+    either, and reward schemes refuse it (rewards.refused)."""
+
+    HOST_ERROR = "HOST_ERROR"
     FORMAT_ERROR = "FORMAT_ERROR"
     LIBRARY_VIOLATION = "LIBRARY_VIOLATION"
     STAGE_VIOLATION = "STAGE_VIOLATION"
@@ -90,9 +95,16 @@ class Outcome:
     # a 99.9% lower confidence bound on the speedup over paired reference/candidate calls (sign
     # test): "faster" means this is above 1, so noise never earns a bonus
     speedup_low: float | None = None
+    # profiling feedback (perfgym.profiling, asked by EvalConfig.profile): provider -> its
+    # lines, and "ran" -> which providers ran and which fell through
+    profile: dict[str, str] | None = None
     # why the timing is not to be trusted: other programs took the CPU in every timed run
     # (C tasks; the figures are in parent_check["load"]). Never cached.
     disturbed: str | None = None
+    # the kernel is, up to names and whitespace, a memory kernel its prompt could show (which
+    # one: "memory #ID: TASK at SIZE (SOURCE)"); set by a search with --memory. It passed, but
+    # it is not the model's own result: no reward scheme and no best-kernel choice counts it.
+    copied_from: str | None = None
 
     @property
     def ok(self) -> bool:

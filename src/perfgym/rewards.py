@@ -64,7 +64,16 @@ SCHEMES: dict[str, Callable[[Sequence[Outcome]], list[float]]] = {
 }
 
 
+def refused(o: Outcome) -> bool:
+    """Outcomes no scheme rewards: the host failed, the candidate was never judged; or the
+    kernel is a copy of one the kernel memory showed (not the model's own result)."""
+    return o.status is Status.HOST_ERROR or o.copied_from is not None
+
+
 def score(scheme: str, group: Sequence[Outcome]) -> list[float]:
+    """Rewards for `group`; a refused Outcome gets NaN (no reward: nothing to learn from) and
+    is left out of the group the others are scored in."""
     if scheme not in SCHEMES:
         raise ValueError(f"reward scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
-    return SCHEMES[scheme](group)
+    judged = iter(SCHEMES[scheme]([o for o in group if not refused(o)]))
+    return [math.nan if refused(o) else next(judged) for o in group]

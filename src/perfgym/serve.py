@@ -143,6 +143,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                 state["in_flight"] -= len(requests)
                 state["requests"] += 1
                 state["candidates"] += len(requests)
+        if failed := [o for o in outcomes if o.status.value == "HOST_ERROR"]:  # no reward
+            raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
         groups: dict[str, list[int]] = {}
         for i, c in enumerate(body.candidates):
             groups.setdefault(c.group or "", []).append(i)

@@ -1,9 +1,17 @@
-"""The local executor: builds in parallel, timing in one exclusive lane, results in order."""
+"""The local executor: builds in parallel, timing in one exclusive lane, results in order.
+
+A request that raises does not take the batch with it: it gets a HOST_ERROR Outcome (no verdict
+on the candidate; reward schemes refuse it) and the others go on. An interruption (Ctrl-C, an
+`on_result` that raises) stops the batch: builds not started never start, and every work
+directory a finished build made is removed before the exception goes on.
+"""
 from __future__ import annotations
 
 import os
 import queue
 import threading
+import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -11,7 +19,7 @@ from typing import Any, Callable, Sequence
 from ..config import EvalConfig
 from ..backends import backend_for
 from ..evaluate import Prepared, baseline, finish, measure, prepare
-from ..outcome import Outcome
+from ..outcome import Outcome, Status
 from ..tasks import Task
 
 
@@ -45,7 +53,10 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         if r.config.compare_baseline and backend_for(r.task).separate_baseline \
                 and key not in seen:
             seen.add(key)
-            baseline(r.task, size, r.config)
+            try:
+                baseline(r.task, size, r.config)
+            except Exception:  # each of its requests meets it again in `finish`, recorded there
+                pass
 
     results: list[Outcome | None] = [None] * len(requests)
     ready: queue.Queue = queue.Queue()
@@ -53,8 +64,11 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
 
     def build_one(i: int) -> None:
         r = requests[i]
+        started = time.monotonic()
         try:
             ready.put((i, prepare(r.task, r.text, r.size, r.config)))
+        except Exception as exc:
+            ready.put((i, host_error(r, exc, started)))
         except BaseException as exc:  # surfaced by the lane loop below
             ready.put((i, exc))
 
@@ -65,21 +79,52 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         if on_result:
             on_result(i, outcome)
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="perfgym-build") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="perfgym-build")
+    try:
         for i in range(len(requests)):
             pool.submit(build_one, i)
-        try:
-            for _ in range(len(requests)):
-                i, item = ready.get()
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, Prepared):  # measure takes the lane for what it times
-                    item = finish(item, measure(item))
-                record(i, item)
-        finally:
-            if bar:
-                bar.close()
+        for _ in range(len(requests)):
+            i, item = ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, Prepared):  # measure takes the lane for what it times
+                started = time.monotonic()
+                try:
+                    item = finish(item, measure(item))  # (measure removes its work directory)
+                except Exception as exc:
+                    item = host_error(requests[i], exc, started)
+            record(i, item)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # the builds under way finish...
+        _discard(ready)  # ...and what they made goes
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        if bar:
+            bar.close()
     return results  # type: ignore[return-value]
+
+
+def host_error(r: Request, exc: BaseException, started: float) -> Outcome:
+    """The Outcome of a request whose evaluation raised: the host's failure, not a verdict."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    return Outcome(status=Status.HOST_ERROR, task=r.task.name,
+                   sizes=dict(r.size or r.task.default_size),
+                   message=f"the host failed to evaluate this candidate ({text}); not a verdict "
+                           "on it", details="".join(traceback.format_exception(exc))[-4000:],
+                   stage=r.config.stage, config=r.config.to_dict(),
+                   elapsed=time.monotonic() - started)
+
+
+def _discard(ready: queue.Queue) -> None:
+    """Remove the work directories of prepared candidates that will not be measured."""
+    while True:
+        try:
+            _, item = ready.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(item, Prepared):
+            backend_for(item.task).cleanup(item)
 
 
 class _Progress:

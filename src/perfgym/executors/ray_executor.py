@@ -5,17 +5,21 @@ so exactly one timing runs per benchmark node at a time, on that node, with that
 fingerprint, measured peaks and outcome cache. When the benchmark nodes share one fingerprint,
 the driver's cache holds their outcomes too, so an identical candidate is answered without a
 round trip. A task whose node dies is retried by Ray and runs again when a benchmark node is
-back (or a new one joins); the caller gets every answer, in order, once.
+back (or a new one joins); the caller gets every answer, in order, once. A request that fails
+for good (an exception on the node, retries spent) gets a HOST_ERROR Outcome like the local
+executor's; an interrupted batch cancels what it sent (a killed worker's sandboxed commands die
+with it; the node's next evaluation sweeps its work directories).
 """
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
 from ..outcome import Outcome
 from ..tasks import builtin_names
-from .local import Request
+from .local import Request, host_error
 
 BENCH_RESOURCE = "bench_node"
 
@@ -33,12 +37,19 @@ def _machine_here() -> str:
     return machine.summary(machine.machine_info())["id"]
 
 
+_swept = False
+
+
 def _evaluate_here(task_ref: str, text: str, size: dict | None,
                    config: dict[str, Any]) -> dict[str, Any]:
     """Runs on a benchmark node."""
     import ray
 
-    from .. import evaluate, get_task
+    from .. import evaluate, get_task, sandbox
+    global _swept
+    if not _swept:  # once per worker: what killed workers on this node left behind
+        sandbox.sweep_stale()
+        _swept = True
     fields = {f.name for f in dataclasses.fields(EvalConfig)}
     cfg = EvalConfig(**{k: tuple(v) if k == "extra_flags" else v for k, v in config.items()
                         if k in fields and k != "threads"}, threads=config.get("threads"))
@@ -106,16 +117,27 @@ class RayExecutor:
             cfg["threads"] = r.config.threads  # the node decides its own core count
             index[self.remote.remote(_task_ref(r.task), r.text, r.size, cfg)] = i
         pending = list(index)
-        while pending:
-            done, pending = self.ray.wait(pending, num_returns=1)
-            for ref in done:
-                data = self.ray.get(ref)
-                node = data.pop("node")
-                outcome = Outcome.from_dict(data)
-                outcome.config["node"] = node
-                if keys[index[ref]]:
-                    outcome_cache().put(keys[index[ref]], outcome)
-                results[index[ref]] = outcome
-                if on_result:
-                    on_result(index[ref], outcome)
+        started = time.monotonic()
+        try:
+            while pending:
+                done, pending = self.ray.wait(pending, num_returns=1)
+                for ref in done:
+                    i = index[ref]
+                    try:
+                        data = self.ray.get(ref)
+                    except Exception as exc:  # raised on the node, or the retries are spent
+                        outcome = host_error(requests[i], exc, started)
+                    else:
+                        node = data.pop("node")
+                        outcome = Outcome.from_dict(data)
+                        outcome.config["node"] = node
+                        if keys[i]:
+                            outcome_cache().put(keys[i], outcome)
+                    results[i] = outcome
+                    if on_result:
+                        on_result(i, outcome)
+        except BaseException:
+            for ref in pending:  # nothing more runs for a batch nobody waits for
+                self.ray.cancel(ref, force=True)
+            raise
         return results  # type: ignore[return-value]
