@@ -88,6 +88,28 @@ def test_pareval_serial_solution_passes(imported, problem, fast):
         assert statuses == {Status.OK}, [o.message for o in outcomes if not o.ok]
 
 
+AVERAGE_OMP = """#include <vector>
+double average(std::vector<double> const& x) {
+    double sum = 0.0;
+    const long n = (long)x.size();
+#pragma omp parallel for reduction(+:sum)
+    for (long i = 0; i < n; i++) sum += x[i];
+    return sum / (double)n;
+}
+"""
+
+
+@needs_pareval
+def test_omp_task_refuses_parevals_serial_solution(imported, fast):
+    out, _ = imported
+    task = load_task(out / "omp" / "27_reduce_average")
+    serial = (out / "omp" / "27_reduce_average" / "baseline.cpp").read_text()
+    o = evaluate(task, serial, {"N": 1000}, fast)
+    assert o.status is Status.STAGE_VIOLATION and "requires OpenMP" in o.message
+    o = evaluate(task, AVERAGE_OMP, {"N": 1000}, fast)
+    assert o.status is Status.OK, o.message
+
+
 @needs_pareval
 def test_cli_import_json(tmp_path):
     run = subprocess.run([sys.executable, "-m", "perfgym.cli", "tasks", "import", "pareval",
