@@ -38,7 +38,7 @@ def test_a_run_beside_cpu_hogs_is_flagged_and_not_cached(dgemm, cache):
     p = prepare(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)  # built before the hogs start
     assert p.key is not None
     cores = len(os.sched_getaffinity(0))
-    busy = hogs(2 * cores)  # each of the kernel's cores shared three ways
+    busy = hogs(3 * cores)  # the kernel's core shared by about four
     try:
         time.sleep(0.3)
         o = finish(p, measure(p))
@@ -56,8 +56,21 @@ def test_a_run_beside_cpu_hogs_is_flagged_and_not_cached(dgemm, cache):
 
 
 def test_a_quiet_run_is_not_flagged_and_is_cached_with_its_conditions(dgemm, cache):
-    o = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
-    assert o.ok and o.disturbed is None, o.parent_check["load"]
+    for _ in range(3):  # a passing burst of load flags one evaluation, not three
+        before = neighbours.snapshot()
+        o = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
+        around = neighbours.conditions(before, neighbours.snapshot(), threads=1)
+        assert o.ok, o.message
+        if not o.disturbed:
+            break
+    else:
+        # flagged every time: right if others kept the machine's cores busy (on average all
+        # but half of one) for the whole while, which this test cannot prevent
+        cores = len(os.sched_getaffinity(0))
+        if around["others_cpu"] > (cores - 0.5) * around["wall"]:
+            pytest.skip(f"the machine is not quiet: others used {around['others_cpu']:.1f} "
+                        f"CPU-s in {around['wall']:.1f} s on {cores} cores")
+    assert o.disturbed is None, (o.disturbed, around)
     assert "DISTURBED" not in o.message
     kept = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
     assert kept.cached
@@ -74,8 +87,11 @@ def test_baseline_follows_use_cache(dgemm, cache):
     assert len(cache) == 0  # nothing kept: a baseline timed under load would outlive the load
     assert again.timing.samples != first.timing.samples  # timed twice
     kept = baseline(dgemm, small, CONFIG)
-    assert not kept.cached and len(cache) == 1, kept.disturbed
-    assert baseline(dgemm, small, CONFIG).cached
+    assert not kept.cached
+    if kept.disturbed:  # the machine was busy: not kept either
+        assert len(cache) == 0
+    else:
+        assert len(cache) == 1 and baseline(dgemm, small, CONFIG).cached
 
 
 def figures(cpu, wall, others, cores=1, steal=0.0):
@@ -86,16 +102,20 @@ def figures(cpu, wall, others, cores=1, steal=0.0):
 def test_the_rule_needs_strong_evidence():
     # a serial kernel that kept its core while a compiler used the other one: not disturbed
     assert neighbours.disturbed(figures(cpu=0.97, wall=1.0, others=1.0)) is None
+    # a serial kernel beside two busy processes on two cores: two thirds of its core, no
+    assert neighbours.disturbed(figures(cpu=0.67, wall=1.0, others=1.33)) is None
     # an OpenMP kernel whose serial parts left a core idle, a little background load: no
     assert neighbours.disturbed(figures(cpu=1.4, wall=1.0, others=0.2, cores=2)) is None
     # a tiny run: clock-tick rounding is not evidence
     assert neighbours.disturbed(figures(cpu=0.01, wall=0.03, others=0.05)) is None
-    # short of CPU and the shortfall went to others (or to the hypervisor): disturbed
-    assert "1.33 CPU-s" in neighbours.disturbed(figures(cpu=0.67, wall=1.0, others=1.33))
-    assert "stolen" in neighbours.disturbed(figures(cpu=1.0, wall=1.0, others=0.1, cores=2,
-                                                    steal=0.8))
-    # an OpenMP kernel sharing its cores with one busy process
-    assert neighbours.disturbed(figures(cpu=1.3, wall=1.0, others=0.7, cores=2))
+    # less than half its CPU, and the shortfall went to others (or to the hypervisor)
+    assert "1.60 CPU-s" in neighbours.disturbed(figures(cpu=0.4, wall=1.0, others=1.6))
+    assert "stolen" in neighbours.disturbed(figures(cpu=0.9, wall=1.0, others=0.1, cores=2,
+                                                    steal=0.9))
+    # an OpenMP kernel whose threads waited for cores two busy processes held
+    assert neighbours.disturbed(figures(cpu=0.9, wall=1.0, others=1.1, cores=2))
+    # short of CPU with nobody else busy (the harness's own serial work): no
+    assert neighbours.disturbed(figures(cpu=0.8, wall=1.0, others=0.05, cores=2)) is None
 
 
 def test_snapshots_see_this_process_and_the_machine():

@@ -58,7 +58,7 @@ def reference_outputs(task: Task, inputs: dict[str, np.ndarray], size: dict[str,
         child.kill()
         child.join()
     if not ok:
-        raise TaskError(f"the task's reference failed at {format_size(size)}: {answer}")
+        raise TaskError(answer)
     return answer
 
 
@@ -72,9 +72,12 @@ def _reference_child(send, task: Task, inputs: dict, size: dict, parent: int) ->
         os._exit(1)
     try:
         answer = (True, _reference(task, inputs, size))
+    except TaskError as exc:  # already says what is wrong with the task
+        answer = (False, str(exc))
     except Exception as exc:  # the task author's code: reported as one line by the parent
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        answer = (False, f"{type(exc).__name__}: {exc} ({last.filename}:{last.lineno})")
+        answer = (False, f"the task's reference failed at {format_size(size)}: "
+                         f"{type(exc).__name__}: {exc} ({last.filename}:{last.lineno})")
     send.send(answer)
     send.close()
 

@@ -1,0 +1,87 @@
+"""The task's reference is bounded in time and runs outside the timing lane: tiny arrays with
+an enormous sweep count (jacobi2d T=10^7) are a size the reference cannot check (a TaskError that
+names the bound), and while the reference runs another evaluation can time its kernel."""
+import multiprocessing
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from perfgym import EvalConfig, evaluate, get_task
+from perfgym.evaluate import measure, prepare
+from perfgym.lane import LANE
+from perfgym.tasks import TaskError, load_task
+from perfgym.verify import ReferenceTooSlow, reference_outputs
+
+SLOW = {"N": 3, "M": 3, "T": 10_000_000}  # 72 bytes of arrays, ~50 s of NumPy reference
+QUICK = EvalConfig(compare_baseline=False, use_cache=False, timeout=1.0, max_time=0.1,
+                   min_samples=3, max_samples=5)  # the reference may take 4 s
+
+
+def test_a_reference_too_slow_at_the_size_is_a_task_error_naming_the_bound():
+    task = get_task("jacobi2d")
+    started = time.monotonic()
+    with pytest.raises(ReferenceTooSlow) as caught:
+        evaluate(task, task.baseline.read_text(), SLOW, QUICK)
+    took = time.monotonic() - started
+    assert isinstance(caught.value, TaskError)  # the size's fault, not the candidate's
+    assert str(caught.value) == ("the reference took longer than 4 s at N=3,M=3,T=10000000: "
+                                 "choose smaller sizes")
+    assert took < 30  # not the reference's ~50 s
+    assert not multiprocessing.active_children()
+
+
+def test_the_timing_lane_is_free_while_the_reference_runs():
+    task = get_task("jacobi2d")
+    # a 12 s bound: time for other processes' timed runs, which share the machine-wide lane
+    p = prepare(task, task.baseline.read_text(), SLOW, QUICK.replace(timeout=3.0))
+    raised: list[BaseException] = []
+
+    def evaluate_slow() -> None:
+        try:
+            measure(p)
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=evaluate_slow)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the check call, then the reference's child
+    assert multiprocessing.active_children(), "the reference should be running"
+    waited = time.monotonic()
+    with LANE.exclusive():  # what another evaluation's timed run takes
+        waited = time.monotonic() - waited
+        reference_running = bool(multiprocessing.active_children())
+    worker.join(60)
+    assert reference_running, f"the lane came after the reference ({waited:.1f} s)"
+    assert len(raised) == 1 and isinstance(raised[0], ReferenceTooSlow)
+    assert not multiprocessing.active_children()  # the child was killed and reaped
+
+
+def test_a_bounded_reference_gives_the_same_answer():
+    task = get_task("jacobi2d")
+    size = {"N": 64, "M": 48, "T": 5}
+    grid = np.random.default_rng(3).random((64, 48))
+    direct = reference_outputs(task, {"in": grid}, size)
+    bounded = reference_outputs(task, {"in": grid}, size, limit=30)
+    assert np.array_equal(direct["out"], bounded["out"])
+    assert direct["out"].dtype == bounded["out"].dtype
+
+
+@pytest.fixture
+def broken_task(tmp_path):
+    task_dir = tmp_path / "jacobi_broken"
+    shutil.copytree(get_task("jacobi2d").directory, task_dir)
+    (task_dir / "reference.py").write_text("def reference(**a):\n    return 1 / 0\n")
+    return task_dir
+
+
+def test_a_failing_reference_is_a_task_error_not_a_verdict(broken_task):
+    task = load_task(broken_task)
+    with pytest.raises(TaskError, match="ZeroDivisionError: division by zero"):
+        reference_outputs(task, {"in": np.ones((4, 4))}, {"N": 4, "M": 4, "T": 1}, limit=30)
+    with pytest.raises(TaskError, match="ZeroDivisionError"):
+        evaluate(task, task.baseline.read_text(), {"N": 8, "M": 8, "T": 2}, QUICK)
