@@ -16,6 +16,8 @@ from perfgym import EvalConfig, Status, evaluate
 from perfgym.backends.c import neighbours
 from perfgym.cache import OutcomeCache
 from perfgym.evaluate import baseline, finish, measure, prepare
+from perfgym.outcome import Outcome
+from perfgym.rewards import SCHEMES, score
 
 SIZE = {"M": 160, "N": 160, "K": 160}  # the naive kernel: a run of a few tenths of a second
 CONFIG = EvalConfig(compare_baseline=False, timeout=6.0, max_time=0.3, max_samples=20,
@@ -129,3 +131,18 @@ def test_snapshots_see_this_process_and_the_machine():
     assert c["others_cpu"] >= 0 and c["steal"] >= 0
     # whenever the loop was not running, a CPU it may use was busy with someone else's work
     assert c["cpu"] + c["others_cpu"] + c["steal"] >= 0.8 * c["wall"]
+
+
+def test_reward_schemes_refuse_a_disturbed_timing_by_default():
+    def ok(gflops, disturbed=None):
+        return Outcome(Status.OK, "dgemm", SIZE, gflops=gflops, speedup=gflops / 2.0,
+                       disturbed=disturbed)
+    group = [ok(40.0), ok(0.4, "other programs used 1.90 CPU-s ..."), ok(20.0)]
+    for scheme in SCHEMES:
+        rewards = score(scheme, group)
+        assert rewards[1] != rewards[1], scheme  # NaN: no reward
+        assert rewards[0] == score(scheme, [group[0], group[2]])[0]  # left out of the group
+        kept = score(scheme, group, refuse_disturbed=False)
+        assert kept[1] == kept[1] and kept[0] >= kept[1], scheme
+    assert score("group_normalized", [ok(1.0, "busy"), ok(0.5)], refuse_disturbed=False) \
+        == [100.0, 50.0]

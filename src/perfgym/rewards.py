@@ -64,16 +64,21 @@ SCHEMES: dict[str, Callable[[Sequence[Outcome]], list[float]]] = {
 }
 
 
-def refused(o: Outcome) -> bool:
+def refused(o: Outcome, refuse_disturbed: bool = True) -> bool:
     """Outcomes no scheme rewards: the host failed, the candidate was never judged; or the
-    kernel is a copy of one the kernel memory showed (not the model's own result)."""
-    return o.status is Status.HOST_ERROR or o.copied_from is not None
+    kernel is a copy of one the kernel memory showed (not the model's own result); or, with
+    `refuse_disturbed`, its timing was disturbed by other programs in every run (its GFLOP/s
+    and speedup can be 100x off: a reward from them would teach noise)."""
+    return (o.status is Status.HOST_ERROR or o.copied_from is not None
+            or (refuse_disturbed and o.disturbed is not None))
 
 
-def score(scheme: str, group: Sequence[Outcome]) -> list[float]:
+def score(scheme: str, group: Sequence[Outcome], refuse_disturbed: bool = True) -> list[float]:
     """Rewards for `group`; a refused Outcome gets NaN (no reward: nothing to learn from) and
-    is left out of the group the others are scored in."""
+    is left out of the group the others are scored in. Disturbed timings are refused unless
+    `refuse_disturbed` is False: a sample left out costs a training step less than a wrong
+    ranking, and they are rare (a disturbed run is repeated twice before it is flagged)."""
     if scheme not in SCHEMES:
         raise ValueError(f"reward scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
-    judged = iter(SCHEMES[scheme]([o for o in group if not refused(o)]))
-    return [math.nan if refused(o) else next(judged) for o in group]
+    judged = iter(SCHEMES[scheme]([o for o in group if not refused(o, refuse_disturbed)]))
+    return [math.nan if refused(o, refuse_disturbed) else next(judged) for o in group]
