@@ -560,6 +560,9 @@ def search_cmd(
                                              "(generate.txt, improve.txt, ...) overriding ours"),
     ray_address: Optional[str] = typer.Option(None, help="evaluate on this Ray cluster's "
                                               "benchmark nodes"),
+    memory: Optional[Path] = typer.Option(None, help="a kernel memory (`perfgym memory`): "
+                                          "prompts show its kernels of similar tasks"),
+    memory_k: int = typer.Option(3, help="how many memory kernels a prompt shows"),
     as_json: bool = typer.Option(False, "--json", help="print the best candidate as JSON"),
 ) -> None:
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
@@ -621,6 +624,12 @@ def search_cmd(
         raise UserError(f"--templates {templates} is not a directory")
     if policy == "replay" and replay is None:
         raise UserError("the replay policy needs --replay FILE")
+    if memory is not None:
+        if memory_k < 1:
+            raise UserError(f"--memory-k is how many kernels a prompt shows, at least 1, "
+                            f"not {memory_k}")
+        config.update(memory=str(memory), memory_k=memory_k)
+        kernel_memory = _open_memory(memory)
     if resume and RunStore.exists(run_dir):
         previous = RunStore(run_dir)
         started_with = previous.config()
@@ -640,6 +649,8 @@ def search_cmd(
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
         engine = Engine(store, pol, t, EvalConfig(opt=opt), reward, sampling, info,
                         on_result=view.update, templates=templates)
+        if memory is not None:
+            engine.memory, engine.memory_k = kernel_memory, memory_k
         if ray_address:
             from .executors.ray_executor import RayExecutor
             engine.executor = RayExecutor(ray_address).evaluate_many
@@ -942,6 +953,127 @@ def pairs_augment(source: Path = typer.Argument(...), out: Path = typer.Option(.
         raise UserError(str(exc)) from None
     n = write_pairs(out, new)
     console.print(f"wrote {n} new pairs to {out}", highlight=False)
+
+
+memory_app = typer.Typer(help="The kernel memory: verified kernels that search prompts for "
+                         "other tasks can show (see README, perfgym memory).",
+                         no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+_MEMORY_HELP = "the memory file (default: memory.sqlite in the perfgym cache)"
+
+
+def _open_memory(path: Optional[Path], must_exist: bool = True):
+    from .memory import KernelMemory, default_path
+    target = path or default_path()
+    if must_exist and not target.exists():
+        raise UserError(f"no kernel memory at {target}: fill one with `perfgym memory add` "
+                        "(--run DIR, --experts or --pairs FILE)")
+    return KernelMemory(target)
+
+
+@memory_app.command("add")
+@_guard
+def memory_add(
+        run: Optional[list[Path]] = typer.Option(None, "--run", help="a run directory from "
+                                                 "`perfgym search` (repeatable)"),
+        experts: bool = typer.Option(False, "--experts", help="the built-in tasks' expert "
+                                     "kernels, evaluated here"),
+        tasks: Optional[str] = typer.Option(None, help="comma-separated tasks for --experts "
+                                            "(default: all built-in)"),
+        pairs: Optional[Path] = typer.Option(None, help="a pairs JSONL: each fast kernel that "
+                                             "names a task is evaluated here"),
+        task: Optional[str] = typer.Option(None, "--task", help="--run: the run's task when it "
+                                           "is not a built-in (its directory)"),
+        small: bool = typer.Option(False, help="--experts/--pairs: evaluate at each task's "
+                                   "smallest train size (quick)"),
+        memory: Optional[Path] = typer.Option(None, help=_MEMORY_HELP),
+        as_json: bool = typer.Option(False, "--json", help="print the counts as JSON")) -> None:
+    """Add verified kernels: only those whose Outcome passed (status OK, measured, not a copy)
+    are kept; the rest are refused and counted by reason."""
+    from collections import Counter
+
+    from .memory import sources
+    if not (run or experts or pairs):
+        raise UserError("nothing to add: give --run DIR, --experts or --pairs FILE")
+    if pairs is not None and not pairs.is_file():
+        raise UserError(f"--pairs {pairs} is not a file")
+    items, refused = [], Counter()
+    run_task = get_task(task) if task else None
+    for got, turned in ([sources.from_run(r, run_task) for r in run or []] +
+                        ([sources.from_experts(tasks.split(",") if tasks else None, small)]
+                         if experts else []) +
+                        ([sources.from_pairs(pairs, small)] if pairs else [])):
+        items += got
+        refused += turned
+    mem = _open_memory(memory, must_exist=False)
+    counts = mem.add_all(items, refused)
+    counts["memory"] = str(mem.path)
+    if as_json:
+        print(json.dumps(counts, indent=2))
+        return
+    why = "; ".join(f"{n} {reason}" for reason, n in sorted(counts["refused_why"].items()))
+    console.print(f"added {counts['added']}, faster {counts['faster']}, already held "
+                  f"{counts['duplicate']}, refused {counts['refused']}"
+                  + (f" ({why})" if why else "") + f" -> {mem.path}",
+                  highlight=False, markup=False)
+
+
+@memory_app.command("search")
+@_guard
+def memory_search(
+        query: Optional[str] = typer.Argument(None, help="a task name or task directory"),
+        code: Optional[Path] = typer.Option(None, help="a kernel file: find kernels like it"),
+        k: int = typer.Option(5, "-k", help="how many kernels"),
+        same_task: bool = typer.Option(False, help="include the task's own kernels (a search "
+                                       "prompt never shows them)"),
+        memory: Optional[Path] = typer.Option(None, help=_MEMORY_HELP),
+        as_json: bool = typer.Option(False, "--json", help="print the kernels (with code) as "
+                                     "JSON")) -> None:
+    """Kernels most similar to a task and/or code, ranked by similarity then rate; for a task,
+    what a search prompt for it would be shown (other tasks only) unless --same-task."""
+    from .memory import terms
+    from .memory.store import task_terms
+    if query is None and code is None:
+        raise UserError("give a task name (or directory) or --code FILE to search for")
+    if k < 1:
+        raise UserError(f"-k is how many kernels, at least 1, not {k}")
+    t = get_task(query) if query else None
+    words = (task_terms(t) if t else []) + (terms(_read(code)) if code else [])
+    mem = _open_memory(memory)
+    found = mem.search(words, k, exclude_task=None if same_task else t)
+    if as_json:
+        print(json.dumps([{**kern.to_dict(), "similarity": round(sim, 4)} for kern, sim in found],
+                         indent=2))
+        return
+    if not found:
+        console.print("no kernel in the memory matches", highlight=False)
+        return
+    table = Table("#", "task", "size", "GFLOP/s", "of peak", "techniques", "similarity",
+                  "source")
+    for kern, sim in found:
+        table.add_row(str(kern.id), kern.task, format_size(kern.size),
+                      f"{kern.gflops:.2f}" if kern.gflops is not None else
+                      f"({kern.gbps:.2f} GB/s)" if kern.gbps is not None else "-",
+                      f"{kern.fraction_of_peak:.0%}" if kern.fraction_of_peak is not None
+                      else "-", ", ".join(kern.techniques) or "none", f"{sim:.2f}",
+                      kern.source)
+    console.print(table)
+
+
+@memory_app.command("stats")
+@_guard
+def memory_stats(memory: Optional[Path] = typer.Option(None, help=_MEMORY_HELP),
+                 as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
+    """How many kernels the memory holds, by task, kind, technique and source."""
+    stats = _open_memory(memory).stats()
+    if as_json:
+        print(json.dumps(stats, indent=2))
+        return
+    console.print(f"{stats['kernels']} verified kernels in {stats['path']}", highlight=False)
+    for label in ("by_task", "by_kind", "by_technique", "by_source"):
+        if stats[label]:
+            console.print(f"{label.replace('_', ' ')}: " + ", ".join(
+                f"{key} {n}" for key, n in stats[label].items()), highlight=False, markup=False)
 
 
 cluster_app = typer.Typer(help="Start and inspect a Ray cluster for benchmarking.",

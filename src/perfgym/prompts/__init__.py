@@ -114,7 +114,8 @@ def add_memory(prompt: str, task: Task, kernels: list, override_dir: Path | None
     fence = getattr(backend_for(task), "fences", ("c",))[0]
     blocks = []
     for k in kernels:
-        rate = f"{k.gflops:.2f} GFLOP/s" if k.gflops is not None else "rate not measured"
+        rate = (f"{k.gflops:.2f} GFLOP/s" if k.gflops is not None else
+                f"{k.gbps:.2f} GB/s" if k.gbps is not None else "rate not measured")
         if k.fraction_of_peak is not None:
             rate += f" ({k.fraction_of_peak:.0%} of peak)"
         code = k.code.strip()
