@@ -39,6 +39,12 @@ class UserError(Exception):
 # read, so no check runs over megabytes.
 MAX_CANDIDATE_BYTES = 1 << 20
 MAX_TIMEOUT = 24 * 3600.0  # seconds: the run limits and timers take whole, finite seconds
+PROFILE_HELP = ("profiling feedback for each kernel (the default chain: perf counters, else the "
+                "instruction mix; the vectorization report; the roofline position)")
+PROFILERS_HELP = ("profiling providers instead of the default chain, comma-separated (implies "
+                  "--profile): vectorization, instructions, roofline, scaling (a second timed "
+                  "run on one thread), cachegrind (simulated misses at a small size), perf, "
+                  "default")
 
 
 def _check_timeout(flag: str, seconds: float | None) -> None:
@@ -107,6 +113,8 @@ def eval_cmd(
     ray_address: Optional[str] = typer.Option(None, help="evaluate on this Ray cluster's "
                                               "benchmark nodes"),
     as_json: bool = typer.Option(False, "--json", help="print Outcomes as JSON"),
+    profile: bool = typer.Option(False, "--profile", help=PROFILE_HELP),
+    profilers: Optional[str] = typer.Option(None, help=PROFILERS_HELP),
 ) -> None:
     """Evaluate kernels on a task and print a verdict per kernel and size."""
     sandbox.sweep_stale()  # what killed drivers left behind
@@ -123,7 +131,8 @@ def eval_cmd(
     config = EvalConfig(opt=opt, stage=stage, verify=verify, threads=threads, compiler=cc,
                         march=march, strict_stages=strict_stages, use_cache=not no_cache,
                         require_custom_kernel=not allow_torch, kernelbench=kernelbench,
-                        input_budget=input_budget, **times)
+                        input_budget=input_budget, profile=_profile(profile, profilers),
+                        **times)
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
     if backend.task_format == "toml" and not ray_address:  # the toolchain is this machine's
@@ -173,6 +182,16 @@ def _check_toolchain(cc: str, march: str, threads: int | None) -> None:
     if threads is not None and threads > 4 * cores:
         raise UserError(f"--threads {threads}: at most {4 * cores} (four per core) on this "
                         "machine")
+
+
+def _profile(profile: bool, providers: str | None) -> tuple[str, ...]:
+    from .profiling import parse
+    return parse(providers) if providers is not None else parse("default") if profile else ()
+
+
+def render_profile(profile) -> list[str]:
+    from .profiling import render
+    return render(profile)
 
 
 def _read(path: Path) -> str:
@@ -242,6 +261,8 @@ def _print_outcomes(requests: list[Request], outcomes: list[Outcome], rewards: l
             if o.cached:
                 extra += "  (cached)"
             console.print(f"    {extra}", style="dim", highlight=False)
+            for line in render_profile(o.profile):
+                console.print(f"    {line}", highlight=False, markup=False)
         if len(idx) > 1:
             folded = aggregate([outcomes[i] for i in idx])
             colour = "green" if folded.ok else "red"
@@ -564,6 +585,9 @@ def search_cmd(
                                           "prompts show its kernels of similar tasks"),
     memory_k: int = typer.Option(3, help="how many memory kernels a prompt shows"),
     as_json: bool = typer.Option(False, "--json", help="print the best candidate as JSON"),
+    profile: bool = typer.Option(False, "--profile", help=PROFILE_HELP + "; improve and "
+                                 "repair prompts carry the lines"),
+    profilers: Optional[str] = typer.Option(None, help=PROFILERS_HELP),
 ) -> None:
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
     import os
@@ -610,6 +634,9 @@ def search_cmd(
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
         "chains": chains, "stage": stage, "reward": reward, "opt": opt,
         "sampling": sampling}
+    profilers = _profile(profile, profilers)
+    if profilers:  # (a run without profiling keeps the config it was started with)
+        config["profile"] = list(profilers)
     if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
         config["evolve"] = {"islands": islands, "generations": generations,
                             "children": children, "migrate_every": migrate_every,
@@ -647,8 +674,8 @@ def search_cmd(
     store.set_config(config)
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
-        engine = Engine(store, pol, t, EvalConfig(opt=opt), reward, sampling, info,
-                        on_result=view.update, templates=templates)
+        engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers), reward, sampling,
+                        info, on_result=view.update, templates=templates)
         if memory is not None:
             engine.memory, engine.memory_k = kernel_memory, memory_k
         if ray_address:

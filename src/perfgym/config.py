@@ -36,6 +36,8 @@ class EvalConfig:
     torch_timeout: float = 180.0  # seconds for the whole worker: import, trials, timing
     input_budget: int | None = None  # shrink a problem's sizes to this many elements per tensor
     kernelbench: bool = False  # KernelBench's protocol: seed 42, 5 trials, mean of 100 calls
+    # profiling providers to run on each measured candidate (perfgym.profiling; () = none)
+    profile: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -48,6 +50,7 @@ class EvalConfig:
             raise ValueError(f"verify mode {self.verify!r} is not 'full' or 'sampled'")
         if self.threads is not None and self.threads < 1:
             raise ValueError("threads must be at least 1")
+        object.__setattr__(self, "profile", tuple(self.profile))  # a list from JSON too
 
     @property
     def n_threads(self) -> int:

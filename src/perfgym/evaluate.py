@@ -79,8 +79,12 @@ def measure(p: Prepared) -> Outcome:
     exclusive lane while it times)."""
     backend = backend_for(p.task)
     try:
-        return backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
-                                         p.techniques))
+        outcome = backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
+                                            p.techniques))
+        if p.config.profile:  # while the build directory (object, compiler report) exists
+            from .profiling import attach
+            attach(p, outcome)
+        return outcome
     finally:
         backend.cleanup(p)
 
@@ -106,7 +110,7 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
     the load)."""
     return evaluate(task, task.baseline.read_text(), size,
-                    config.replace(stage=None, compare_baseline=False, seed=None))
+                    config.replace(stage=None, compare_baseline=False, seed=None, profile=()))
 
 
 def ok_message(o: Outcome) -> str:

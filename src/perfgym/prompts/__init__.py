@@ -71,12 +71,19 @@ def feedback(outcome: dict[str, Any] | None) -> str:
         lines = [f"correct; {outcome.get('message') or ''}".rstrip("; ")]
         if outcome.get("techniques"):
             lines.append("techniques detected: " + ", ".join(outcome["techniques"]))
-        return "\n".join(lines)
+        return "\n".join(lines + _profile_lines(outcome))
     lines = [f"{status}: {outcome.get('message', '')}"]
     details = (outcome.get("details") or "").strip()
     if details:
         lines += details.splitlines()[:12]
-    return "\n".join(lines)
+    return "\n".join(lines + _profile_lines(outcome))
+
+
+def _profile_lines(outcome: dict[str, Any]) -> list[str]:
+    """What the profilers measured (EvalConfig.profile; perfgym.profiling), bounded there."""
+    from ..profiling import render
+    lines = [ln for ln in render(outcome.get("profile")) if not ln.startswith("[profile]")]
+    return ["Profile of this version:", *lines] if lines else []
 
 
 def expand_prompt(task: Task, op: str, parent_code: str | None = None,

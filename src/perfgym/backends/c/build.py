@@ -219,7 +219,8 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path,
     flags = " ".join(flag_list)
     compile_cmd = (f"{cc} {flags} -x {lang.name} -E -dI candidate.c -o candidate.i && "
                    "sed -e '/^#include/s/.*//' -e '/^#import/s/.*//' candidate.i > compiled.i && "
-                   f"{cc} {flags} -x {lang.preprocessed} -c compiled.i -o candidate.o")
+                   f"{cc} {flags} {report_flags(cc, config)} -x {lang.preprocessed} "
+                   "-c compiled.i -o candidate.o")
     # Full RELRO: the GOT is read-only before the kernel runs, so it cannot hook the harness's
     # clock_gettime or the write() that announces its calls to the parent. The driver of the
     # kernel's language links (g++ brings the C++ runtime).
@@ -256,6 +257,15 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path,
 
 
 _COMPILE_FAILED, _LINK_FAILED = 101, 102
+
+
+def report_flags(cc: str, config: EvalConfig) -> str:
+    """gcc's vectorization report, written to candidate.vec beside the object when the
+    vectorization profile is asked for (perfgym.profiling.vectorization reads it). The flags
+    change no code gcc emits."""
+    if "vectorization" not in config.profile or "clang" in Path(cc).name:
+        return ""
+    return "-fopt-info-vec-optimized-missed=candidate.vec"
 
 
 def _entry_symbol(facts: ObjectFacts, name: str) -> str:
