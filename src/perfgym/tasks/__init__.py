@@ -75,7 +75,11 @@ def parse_size(text: str, task: Task) -> dict[str, int]:
             size = {}
             for part in text.split(","):
                 k, v = part.split("=")
+                if k.strip() in size:
+                    raise SizeError(f"size {text[:80]!r} gives {k.strip()} twice")
                 size[k.strip()] = int(v)
+    except SizeError:
+        raise
     except ValueError:
         raise SizeError(f"size {text[:80]!r} is not 'N' or 'M=..,N=..,K=..' with whole numbers "
                         f"(task {task.name!r} takes {', '.join(task.default_size)})") from None
