@@ -23,8 +23,8 @@ from perfgym.outcome import Outcome, Status
 from perfgym.policies.replay import ReplayPolicy
 from perfgym.prompts import add_memory, expand_prompt
 from perfgym.rewards import score
-from perfgym.search import BestOfN, Engine, Step
-from perfgym.store import RunStore
+from perfgym.search import Engine, Refine, Step, select
+from perfgym.store import Candidate, RunStore
 
 QUICK = EvalConfig(use_cache=False, compare_baseline=False, timeout=3.0, max_time=0.2,
                    max_samples=10, min_samples=3)
@@ -61,6 +61,19 @@ def twin(tmp_path_factory):
     for f in ("naive.c", "expert.c"):
         (d / f).write_text((d / f).read_text().replace("dot_optimized", "twin_dot"))
     return get_task(d)
+
+
+@pytest.fixture(scope="module")
+def small_dot(tmp_path_factory):
+    """dot with its smallest train size as the default: a search evaluates at the default."""
+    d = tmp_path_factory.mktemp("tasks") / "dot"
+    shutil.copytree(get_task("dot").directory, d)
+    spec = (d / "task.toml").read_text()
+    (d / "task.toml").write_text(spec.replace("default = { N = 4000000 }",
+                                              "default = { N = 100003 }"))
+    task = get_task(d)
+    assert task.default_size == SMALL
+    return task
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +227,9 @@ def test_the_prompt_section_carries_task_size_rate_and_techniques(dot):
 
 # -- copy-through ---------------------------------------------------------------------------
 
-def test_a_copied_memory_kernel_is_caught_and_not_counted(tmp_path, dot, twin, twin_outcome):
+def test_a_copied_memory_kernel_is_caught_and_not_counted(tmp_path, small_dot, twin,
+                                                          twin_outcome):
+    dot = small_dot
     memory = KernelMemory(tmp_path / "m.sqlite")
     assert memory.add(twin, twin.expert.read_text(), twin_outcome, "expert:dot_twin") == "added"
     # the model's answer: the twin's kernel with its variables renamed and reflowed
@@ -229,10 +244,12 @@ def test_a_copied_memory_kernel_is_caught_and_not_counted(tmp_path, dot, twin, t
     prompt = engine.prompt_with_memory(Step("x", 0, None, None, "generate"))
     assert "dot_twin (reduction)" in prompt and "twin_dot" in prompt
     assert "dot (reduction)" not in prompt
-    best = BestOfN(engine, n=2).run()
+    best = Refine(engine, turns=2).run()
 
     copied, mine = store.candidates()
     assert copied.status == "OK" and copied.copied and mine.ok and not mine.copied
+    # refine does not improve on a copy: the chain starts over from the task
+    assert (mine.op, mine.parent_id) == ("generate", None)
     assert copied.outcome["copied_from"].startswith("memory #1: dot_twin at {\"N\": 100003}")
     assert copied.outcome["message"].startswith("a copy of memory #1")
     # no reward (NaN, which SQLite keeps as NULL) for the copy; the model's own is scored
@@ -242,6 +259,16 @@ def test_a_copied_memory_kernel_is_caught_and_not_counted(tmp_path, dot, twin, t
     counts = memory.add_all(*sources.from_run(tmp_path / "run", task=dot))
     assert counts["refused_why"].get("a copy of a memory kernel") == 1
     store.close()
+
+
+def test_sqd_never_grows_from_a_copy():
+    def cand(id_, gflops, copied):
+        outcome = {"status": "OK", "copied_from": "memory #1: x" if copied else None}
+        return Candidate(id_, f"s{id_}", 1, 1, None, "improve", "replay", None, "", "OK", 1.0,
+                         gflops, outcome)
+    nodes = [cand(1, 50.0, True), cand(2, 5.0, False), cand(3, 2.0, False)]
+    top, middle, errors = select(nodes, (0.4, 0.3, 0.3))
+    assert [c.id for c in top + middle] == [2, 3] and errors == []
 
 
 def test_rewards_refuse_a_copied_outcome():

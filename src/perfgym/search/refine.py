@@ -22,6 +22,8 @@ class Refine:
         for turn in range(self.turns):
             steps = []
             for chain, parent in enumerate(previous):
+                if parent is not None and parent.copied:  # a memory kernel: start over
+                    parent = None
                 op = "generate" if parent is None else ("improve" if parent.ok else "repair")
                 steps.append(Step(f"refine:{chain}:{turn}", turn, self.stage, parent, op))
             previous = self.engine.run_steps(steps)
