@@ -16,6 +16,10 @@ from perfgym.profiling import Context, collect, instructions, perf, vectorizatio
 from perfgym.prompts import expand_prompt
 
 SMALL = {"M": 48, "N": 40, "K": 56}
+BROKEN = ("void matmul_optimized(double *A, double *B, double *C, int M, int N, int K) "
+          "{ C[0] = A[0] +; }")
+
+
 def wrong(code: str) -> str:
     """The kernel one off: it fails its check call, before any timed run (fast to evaluate)."""
     assert "C[i * N + j] = sum;" in code
@@ -330,3 +334,34 @@ def test_cli_eval_unknown_provider_is_one_line(tmp_path, dgemm):
                          text=True, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "no provider 'vectorisation'" in bad.stderr
+
+
+def test_search_stores_profiles_and_the_next_prompt_carries_them(tmp_path, dgemm, fast):
+    from perfgym.policies.replay import ReplayPolicy
+    from perfgym.search import Engine, Refine
+    from perfgym.store import RunStore
+
+    # a wrong kernel first (profiled after its failed check call), then a broken one
+    fence = "```c\n{}\n```"
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"completion": fence.format(code)}) + "\n" for code in
+                              (wrong(dgemm.baseline.read_text()), BROKEN)))
+    prompts = []
+
+    class Recording(ReplayPolicy):
+        def generate(self, batch, n, **sampling):
+            prompts.extend(batch)
+            return super().generate(batch, n, **sampling)
+
+    store = RunStore(tmp_path / "run")
+    config = fast.replace(profile=("vectorization", "instructions"), threads=1)
+    Refine(Engine(store, Recording(replay), dgemm, config, "tiered"), turns=2).run()
+    first, second = sorted(store.candidates(), key=lambda c: c.id)
+    assert first.status == "WRONG_ANSWER" and second.op == "repair"
+    stored = first.outcome["profile"]  # kept in the run store with the candidate
+    assert "the loop at line 6 vectorized" in stored["vectorization"]
+    assert second.status == "COMPILE_ERROR" and second.outcome.get("profile") is None
+    repair = prompts[-1]
+    assert "Fix this C kernel" in repair and "Profile of this version:" in repair
+    assert "[instructions] hot loop" in repair
+    assert all(f"[vectorization] {ln}" in repair for ln in stored["vectorization"].splitlines())
