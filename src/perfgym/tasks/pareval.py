@@ -817,7 +817,8 @@ def write_task(directory: Path, problem: Problem, model: str, recipe: Recipe, fi
     code = re.sub(r"//.*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
     if code.strip():  # helpers or constants the prompt defines before the function
         description += ("\n\nYour code must itself contain the definitions above (ParEval's "
-                        "prompt gives them before the function).")
+                        "prompt gives them before the function), with its helper functions "
+                        "made static.")
     if recipe.note:
         description += f"\n\n(perfgym's inputs: {recipe.note}.)"
     lines = [f"name = {_toml(_task_name(problem.name, model))}", 'language = "cpp"',
