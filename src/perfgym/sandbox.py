@@ -289,7 +289,7 @@ def _kill_unheld_uids() -> None:
 
 # Commands running now, for `abandon()`: process -> its sandbox uid (None when not root)
 _running: dict[subprocess.Popen, int | None] = {}
-_running_lock = threading.Lock()
+_running_lock = threading.RLock()  # re-entrant: a signal handler may interrupt its holder
 
 
 def abandon() -> None:
