@@ -87,7 +87,12 @@ def unavailable(ctx) -> str | None:
 def run(ctx) -> list[str]:
     text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(ctx.workdir / OBJECT)],
                           capture_output=True, text=True, timeout=30).stdout
-    return describe(parse(text), (ctx.outcome.machine or {}).get("isa") or [])
+    fmt = re.search(r"file format (\S+)", text)
+    if fmt and "x86-64" not in fmt[1]:
+        return [f"the instruction mix is read for x86-64 only; this object is {fmt[1]}"]
+    # the CPU's widest registers matter only when the build may use them all
+    isa = (ctx.outcome.machine or {}).get("isa") or [] if ctx.config.march == "native" else []
+    return describe(parse(text), isa)
 
 
 def parse(disassembly: str) -> list[list[Insn]]:
@@ -119,6 +124,8 @@ def innermost_loops(code: list[Insn]) -> list[list[Insn]]:
 
 
 def describe(sections: list[list[Insn]], isa: list[str]) -> list[str]:
+    """The lines: the whole object, then its hot loop. `isa`: the CPU's flags, to say when the
+    kernel leaves wider registers unused (empty: say nothing of it)."""
     whole = Mix()
     for code in sections:
         for insn in code:
