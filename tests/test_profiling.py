@@ -191,6 +191,12 @@ def test_prompts_carry_the_profile_lines(dgemm):
     assert "C[3,4] differs" in repair and "312 scalar" in repair
     plain = expand_prompt(dgemm, "improve", dgemm.baseline.read_text(), {"status": "OK"})
     assert "Profile of this version" not in plain
+    # a multi-size outcome: the profile of the size that failed
+    folded = {"status": "WRONG_ANSWER", "message": "1/2 sizes OK", "per_size": [
+        {"status": "OK", "profile": {"roofline": "at the OK size"}},
+        {"status": "WRONG_ANSWER", "profile": {"roofline": "at the failed size"}}]}
+    text = expand_prompt(dgemm, "repair", dgemm.baseline.read_text(), folded)
+    assert "[roofline] at the failed size" in text and "at the OK size" not in text
 
 
 def test_lines_are_bounded_whatever_the_compiler_prints(dgemm):

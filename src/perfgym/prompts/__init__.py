@@ -80,9 +80,14 @@ def feedback(outcome: dict[str, Any] | None) -> str:
 
 
 def _profile_lines(outcome: dict[str, Any]) -> list[str]:
-    """What the profilers measured (EvalConfig.profile; perfgym.profiling), bounded there."""
+    """What the profilers measured (EvalConfig.profile; perfgym.profiling), bounded there. A
+    multi-size outcome shows the profile of the first size that failed, else of the first."""
     from ..profiling import render
-    lines = [ln for ln in render(outcome.get("profile")) if not ln.startswith("[profile]")]
+    sizes = outcome.get("per_size") or []
+    failed = [s for s in sizes if s.get("status") != "OK"]
+    profile = outcome.get("profile") or next(
+        (s.get("profile") for s in failed + sizes if s.get("profile")), None)
+    lines = [ln for ln in render(profile) if not ln.startswith("[profile]")]
     return ["Profile of this version:", *lines] if lines else []
 
 
