@@ -385,3 +385,23 @@ def test_search_stores_profiles_and_the_next_prompt_carries_them(tmp_path, dgemm
     assert "Fix this C kernel" in repair and "Profile of this version:" in repair
     assert "[instructions] hot loop" in repair
     assert all(f"[vectorization] {ln}" in repair for ln in stored["vectorization"].splitlines())
+
+
+def test_perf_and_cachegrind_outputs_condense():
+    # perf stat -x, on a machine with counters (the format perf writes to -o)
+    text = ("# started on Tue Nov 24\n\n2000000,,cycles:u,1000,100.00,,\n"
+            "3000000,,instructions:u,1000,100.00,1.50,insn per cycle\n"
+            "50000,,cache-references:u,1000,100.00,,\n5000,,cache-misses:u,1000,100.00,,\n"
+            "1200,,branch-misses:u,1000,100.00,,\n")
+    assert perf.summarize(text) == [
+        "1.50 instructions per cycle (2e+06 cycles, one call with the harness around it)",
+        "cache misses 10.0% of cache references", "1.2e+03 branch misses"]
+    assert perf.summarize("<not supported>,,cycles,0,100.00,,\n") == ["perf stat counted nothing"]
+    from perfgym.profiling import cachegrind
+    cg = ("events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw\nfl=???\nfn=harness_main\n"
+          "0 999 0 0 999 999 999 0 0 0\nfn=kernel\n0 1000 1 1 300 30 3 100 10 1\n"
+          "fn=kernel._omp_fn.0\n0 500 0 0 100 10 0 0 0 0\n")
+    assert cachegrind.summarize(cg, {"kernel", "kernel._omp_fn.0"}, "N=64") == [
+        "simulated one call at N=64: 1,500 instructions, 500 data accesses",
+        "L1 data misses 50 (10.00% of accesses), last-level misses 4 (0.800%)"]
+    assert "none of the kernel's functions" in cachegrind.summarize(cg, {"other"}, "N=64")[0]
