@@ -554,6 +554,11 @@ def search_cmd(
     chains: int = typer.Option(1, help="parallel chains (refine)"),
     stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n / "
                                         "evolve"),
+    sizes: Optional[str] = typer.Option(None, help="judge every candidate on a size set of "
+                                        "the task: default or train (folded: the worst status, "
+                                        "geometric-mean rates; default: the default size)"),
+    heldout: bool = typer.Option(True, help="at the end, judge the best kernels on the task's "
+                                 "held-out sizes (for the report)"),
     islands: int = typer.Option(2, help="islands (evolve)"),
     generations: int = typer.Option(4, help="generations (evolve)"),
     children: int = typer.Option(4, help="children per island per generation (evolve)"),
@@ -629,6 +634,7 @@ def search_cmd(
         stage_values = tuple(int(x) for x in stages.split(","))
     except ValueError:
         raise UserError("--ratios takes three numbers and --stages integers, comma-separated")
+    size_set = _search_sizes(t, sizes)
     config = {"task": t.name, "algo": algo, "policy": policy, "model": model or (
         str(model_path) if model_path else None), "iterations": iterations, "G": g,
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
@@ -637,6 +643,8 @@ def search_cmd(
     profilers = _profile(profile, profilers)
     if profilers:  # (a run without profiling keeps the config it was started with)
         config["profile"] = list(profilers)
+    if sizes is not None:  # (absent otherwise: runs from before the option resume as they were)
+        config["sizes"] = sizes
     if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
         config["evolve"] = {"islands": islands, "generations": generations,
                             "children": children, "migrate_every": migrate_every,
@@ -675,7 +683,7 @@ def search_cmd(
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
         engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers), reward, sampling,
-                        info, on_result=view.update, templates=templates)
+                        info, on_result=view.update, templates=templates, sizes=size_set)
         if memory is not None:
             engine.memory, engine.memory_k = kernel_memory, memory_k
         if ray_address:
@@ -692,6 +700,9 @@ def search_cmd(
                 best = BestOfN(engine, n, stage).run()
         except PolicyError as exc:
             raise UserError(f"{exc} (the run is saved; rerun with --resume)") from None
+        if heldout:
+            from .search.heldout import judge_heldout
+            judge_heldout(engine)
     store.event("search_done")
     from .report import write_plots, write_summary
     report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
@@ -705,6 +716,18 @@ def search_cmd(
         console.print(f"best: #{best.id} (iteration {best.iteration}, stage {best.stage}) "
                       f"{best.outcome['message']}", highlight=False)
     console.print(f"run store: {store.path}; report: {report}", style="dim", highlight=False)
+
+
+def _search_sizes(task, label: str | None) -> list[dict[str, int]] | None:
+    """The size set a search judges on. Held-out sizes are refused: they judge the result."""
+    if label is None:
+        return None
+    if label not in ("default", "train"):
+        raise UserError(f"--sizes {label!r}: a search judges on default or train (held-out "
+                        "sizes are kept for judging what it found: perfgym eval --sizes heldout)")
+    if not hasattr(task, "sizes"):
+        raise UserError(f"--sizes: task {task.name}'s sizes are fixed in its problem file")
+    return task.sizes(label)
 
 
 @app.command("report")
@@ -796,6 +819,9 @@ def train_grpo(
     vllm_server_url: Optional[str] = typer.Option(None),
     save_steps: int = typer.Option(50),
     templates: Optional[Path] = typer.Option(None, help="prompt template directory"),
+    sizes: Optional[str] = typer.Option(None, help="reward on a size set of the task: default "
+                                        "or train (the folded outcome: worst status, "
+                                        "geometric-mean rates)"),
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
 ) -> None:
     """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
@@ -811,7 +837,7 @@ def train_grpo(
         top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
         lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
         vllm_server_url=vllm_server_url, save_steps=save_steps,
-        templates=str(templates) if templates else None)
+        templates=str(templates) if templates else None, sizes=sizes)
     run = grpo.train(settings, resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}
     console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "
@@ -1065,9 +1091,9 @@ def memory_search(
     if k < 1:
         raise UserError(f"-k is how many kernels, at least 1, not {k}")
     t = get_task(query) if query else None
-    words = (task_terms(t) if t else []) + (terms(_read(code)) if code else [])
     mem = _open_memory(memory)
-    found = mem.search(words, k, exclude_task=None if same_task else t)
+    found = mem.search(task_terms(t) if t else [], terms(_read(code)) if code else [], k,
+                       exclude_task=None if same_task else t)
     if as_json:
         print(json.dumps([{**kern.to_dict(), "similarity": round(sim, 4)} for kern, sim in found],
                          indent=2))

@@ -2,7 +2,8 @@
 set and a kernel that is right only at the training size shows at a glance."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections import defaultdict
+from typing import Callable, Sequence
 
 from .config import EvalConfig
 from .executors import Request, evaluate_many
@@ -16,6 +17,32 @@ _ORDER = list(Status)  # worst first
 def evaluate_sizes(task: Task, text: str, sizes: Sequence[dict[str, int]],
                    config: EvalConfig = EvalConfig()) -> Outcome:
     return aggregate(evaluate_many([Request(task, text, s, config) for s in sizes]))
+
+
+def evaluate_folded(task: Task, items: Sequence[tuple[str, EvalConfig]],
+                    sizes: Sequence[dict[str, int]] | None = None,
+                    on_result: Callable[[int, Outcome], None] | None = None,
+                    executor: Callable[..., list[Outcome]] = evaluate_many) -> list[Outcome]:
+    """One Outcome per (answer, config): at the task's default size, or, with `sizes`, the
+    folded Outcome of every size (its per-size results in `per_size`), so a search or a
+    reward judges a kernel on a size set. `on_result(i, outcome)` fires as each answer's last
+    size finishes."""
+    per = list(sizes) if sizes else [None]
+    requests = [Request(task, text, size, config) for text, config in items for size in per]
+    done: dict[int, dict[int, Outcome]] = defaultdict(dict)
+    folded: dict[int, Outcome] = {}
+
+    def record(i: int, outcome: Outcome) -> None:
+        item, k = divmod(i, len(per))
+        done[item][k] = outcome
+        if len(done[item]) == len(per):
+            parts = [done[item][j] for j in range(len(per))]
+            folded[item] = parts[0] if sizes is None else aggregate(parts)
+            if on_result:
+                on_result(item, folded[item])
+
+    executor(requests, on_result=record)
+    return [folded[i] for i in range(len(items))]
 
 
 def aggregate(outcomes: Sequence[Outcome]) -> Outcome:

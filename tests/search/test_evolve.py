@@ -10,7 +10,7 @@ from conftest import NAIVE_IKJ
 from perfgym import EvalConfig
 from perfgym.policies.replay import ReplayPolicy
 from perfgym.report import write_plots, write_summary
-from perfgym.search import Engine, Evolve, EvolveConfig
+from perfgym.search import Engine, Evolve, EvolveConfig, Step
 from perfgym.search.evolve import Archive, cell, parents_of
 from perfgym.store import RunStore
 
@@ -157,3 +157,62 @@ def test_evolve_from_the_cli(tmp_path, replay_file):
 def test_bad_evolve_options(options):
     with pytest.raises(ValueError):
         EvolveConfig(**options)
+
+
+FIXED_K = NAIVE_IKJ.replace("k < K", "k < K - (K != 256)")  # right at the default size only
+
+
+def fixed_k_replay(tmp_path):
+    path = tmp_path / "fixed_k.jsonl"
+    path.write_text(json.dumps({"completion": FIXED_K}) + "\n")
+    return path
+
+
+def test_a_size_set_judges_every_candidate_on_every_size(tmp_path, dgemm):
+    assert "K != 256" in FIXED_K
+    replay = fixed_k_replay(tmp_path)
+    steps = [Step("bon:0", 0, None, None, "generate")]
+    one = Engine(RunStore(tmp_path / "one"), ReplayPolicy(replay), dgemm, FAST)
+    (c,) = one.run_steps(steps)
+    assert c.ok  # at the default size it cannot be told apart
+    train = Engine(RunStore(tmp_path / "train"), ReplayPolicy(replay), dgemm, FAST,
+                   sizes=dgemm.sizes("train"))
+    (c,) = train.run_steps(steps)
+    assert c.status == "WRONG_ANSWER" and c.outcome["message"].startswith("1/3 sizes OK")
+    assert len(c.outcome["per_size"]) == 3
+
+
+def test_grpo_rewards_the_folded_outcome(tmp_path, dgemm):
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install "
+                        "'perfgym[train]'")
+    from perfgym.train.grpo import GRPOSettings, PerfgymReward
+    with pytest.raises(ValueError, match="held-out"):
+        GRPOSettings(model_path=None, sizes="heldout")
+    statuses, rewards = {}, {}
+    for label, sizes in (("default", None), ("train", dgemm.sizes("train"))):
+        reward = PerfgymReward(dgemm, RunStore(tmp_path / label), FAST, "tiered", 2,
+                               sizes=sizes)
+        rewards[label] = reward.score(["p", "p"], [FIXED_K, NAIVE_IKJ], {})
+        statuses[label] = [c.status for c in reward.store.candidates()]
+    assert statuses["default"] == ["OK", "OK"], statuses  # both look right
+    assert statuses["train"] == ["WRONG_ANSWER", "OK"], statuses  # the fold tells them apart
+    assert rewards["train"][0] < 0 < rewards["train"][1]
+
+
+def test_search_refuses_held_out_sizes_and_judges_its_best_on_them(tmp_path, replay_file):
+    base = [sys.executable, "-m", "perfgym.cli", "search", "--task", "dgemm", "--algo",
+            "best-of-n", "--n", "4", "--policy", "replay", "--replay", str(replay_file)]
+    bad = subprocess.run(base + ["--sizes", "heldout", "--run-dir", str(tmp_path / "bad")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "held-out" in bad.stderr and "Traceback" not in bad.stderr
+    run_dir = tmp_path / "ok"
+    r = subprocess.run(base + ["--sizes", "train", "--run-dir", str(run_dir)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    store = RunStore(run_dir)
+    (rows,) = [d["rows"] for _, _, d in store.events("heldout")]
+    assert rows[0]["candidate"] == store.best().id
+    assert [p["sizes"] for p in rows[0]["per_size"]] == [
+        {"M": 97, "N": 131, "K": 61}, {"M": 1, "N": 300, "K": 7}, {"M": 512, "N": 512, "K": 512}]
+    text = (run_dir / "report" / "summary.md").read_text()
+    assert "## The best kernels on held-out sizes" in text and "M=512" in text

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..metrics import pass_at_k, speedup_at_k
 from ..store import RunStore
+from ..tasks import format_size
 from .archive import archive_tables
 
 
@@ -35,10 +36,29 @@ def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
                   "Lineage: " + " -> ".join(_step(c) for c in store.lineage(best.id)), "",
                   "```c", _code(best.completion), "```"]
     lines += archive_tables(store)
+    lines += heldout_table(store)
     lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
     path = out / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def heldout_table(store: RunStore) -> list[str]:
+    """The best kernels at the held-out sizes no search step saw (the last judgement)."""
+    rows = None
+    for _, _, data in store.events("heldout"):
+        rows = data.get("rows")
+    if not rows:
+        return []
+    sizes = [format_size(p["sizes"]) for p in rows[0]["per_size"]]
+    lines = ["", "## The best kernels on held-out sizes", "",
+             "Sizes the search never judged on; a cell is the status and GFLOP/s there.", "",
+             "| kernel | " + " | ".join(sizes) + " |", "| --- |" + " --- |" * len(sizes)]
+    for r in rows:
+        cells = [f"{p['status']} {p['gflops']:.2f}" if p.get("gflops") else p["status"]
+                 for p in r["per_size"]]
+        lines.append(f"| #{r['candidate']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _step(c) -> str:
@@ -58,6 +78,6 @@ def _baseline_time(store: RunStore) -> float | None:
 
 
 def _code(completion: str) -> str:
-    from ..extract import _FENCE
-    blocks = _FENCE.findall(completion)
+    from ..extract import fenced_blocks
+    blocks = fenced_blocks(completion)
     return blocks[-1][1].strip() if blocks else completion.strip()

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import EvalConfig
-from ..executors import Request, evaluate_many
+from ..executors import evaluate_many
+from ..multisize import evaluate_folded
 from ..backends import backend_for
 from ..outcome import Outcome
 from ..policies import Policy
@@ -68,6 +69,9 @@ class Engine:
     on_result: Callable[[Candidate], None] | None = None
     templates: Path | None = None  # a directory of prompt templates overriding ours
     executor: Callable[..., list[Outcome]] = evaluate_many  # local by default; or a cluster
+    # judge every candidate on these sizes (folded: the worst status, geometric-mean rates);
+    # None: the task's default size
+    sizes: list[dict[str, int]] | None = None
     memory: Any = None  # a memory.KernelMemory: verified kernels of other tasks for prompts
     memory_k: int = 3  # how many of them a prompt shows
 
@@ -153,9 +157,6 @@ class Engine:
         pending = [c for c in (self.store.by_slot(s.slot) for s in steps) if c.pending]
         if not pending:
             return
-        requests = [Request(self.task, c.completion, None,
-                            self.eval_config.replace(stage=c.stage), tag=c.id) for c in pending]
-
         def record(i: int, outcome: Outcome) -> None:
             # stored the moment it is known: a kill loses at most the evaluations in flight
             self._flag_copy(outcome, pending[i].completion)
@@ -163,7 +164,8 @@ class Engine:
             if self.on_result:
                 self.on_result(self.store.get(pending[i].id))
 
-        self.executor(requests, on_result=record)
+        evaluate_folded(self.task, [(c.completion, self.eval_config.replace(stage=c.stage))
+                                    for c in pending], self.sizes, record, self.executor)
 
     def _reward_groups(self, steps: list[Step]) -> None:
         groups: dict[tuple, list[Candidate]] = defaultdict(list)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import EvalConfig
-from ..executors import Request, evaluate_many
+from ..multisize import evaluate_folded
 from ..outcome import Outcome, Status
 from ..prompts import generate_prompt
 from ..rewards import score
@@ -74,8 +74,12 @@ class GRPOSettings:
     sqd_stages: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
     templates: str | None = None  # a directory of prompt templates overriding ours
     eval_overrides: dict[str, Any] = field(default_factory=dict)
+    sizes: str | None = None  # judge on the task's "train" (or "default") size set, folded
 
     def __post_init__(self) -> None:
+        if self.sizes not in (None, "default", "train"):
+            raise ValueError(f"sizes {self.sizes!r} is not 'default' or 'train' (held-out sizes "
+                             "are for judging the trained model)")
         if self.mode not in ("fixed", "sqd"):
             raise ValueError(f"mode {self.mode!r} is not 'fixed' or 'sqd'")
         if self.G < 2:
@@ -93,7 +97,9 @@ class PerfgymReward:
     """TRL reward function: completions -> executor -> reward scheme -> run store."""
 
     def __init__(self, task: Task, store: RunStore, eval_config: EvalConfig, scheme: str,
-                 G: int, stage: int | None = None) -> None:
+                 G: int, stage: int | None = None,
+                 sizes: list[dict[str, int]] | None = None) -> None:
+        self.sizes = sizes  # None: the default size; else each completion's folded Outcome
         self.__name__ = f"perfgym_{scheme}"  # TRL logs rewards under the function's name
         self.task, self.store, self.eval_config = task, store, eval_config
         self.scheme, self.G, self.stage = scheme, G, stage
@@ -115,8 +121,8 @@ class PerfgymReward:
         ops = kwargs.get("op") or ["generate"] * n
         iterations = kwargs.get("iteration") or [step] * n
 
-        outcomes = evaluate_many([Request(self.task, t, None, self.eval_config.replace(stage=s))
-                                  for t, s in zip(texts, stages)])
+        outcomes = evaluate_folded(self.task, [(t, self.eval_config.replace(stage=s))
+                                               for t, s in zip(texts, stages)], self.sizes)
         rewards: list[float] = []
         for g in range(0, n, self.G):  # consecutive completions of one prompt form a group
             rewards += score(self.scheme, outcomes[g:g + self.G])
@@ -263,7 +269,9 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
 
     batch = settings.groups_per_step * settings.G
     rows = max(settings.steps, 1) * settings.groups_per_step
-    reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage)
+    size_set = task.sizes(settings.sizes) if settings.sizes else None
+    reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage,
+                           size_set)
     rollout = None
     if settings.mode == "fixed":
         templates = Path(settings.templates) if settings.templates else None
@@ -273,7 +281,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
     else:
         engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
-                        templates=Path(settings.templates) if settings.templates else None)
+                        templates=Path(settings.templates) if settings.templates else None,
+                        sizes=size_set)
         pool = LivePool(engine, SQDConfig(iterations=10**9, G=settings.G,
                                           ratios=settings.sqd_ratios, stages=settings.sqd_stages),
                         G=settings.G)
