@@ -156,3 +156,30 @@ def test_the_service_answers_503_when_the_host_fails_a_candidate(dot, build_brea
         server.should_exit = True
         thread.join(timeout=10)
     assert not _my_workdirs()
+
+
+def test_the_ray_executor_records_a_request_that_raises_on_the_node_and_answers_the_rest(
+        dot, tmp_path):
+    ray = pytest.importorskip("ray", reason="the cluster extra is not installed: "
+                              "pip install 'perfgym[cluster]'")
+    import shutil
+
+    from perfgym.executors.ray_executor import RayExecutor
+    gone = tmp_path / "dot_copy"
+    shutil.copytree(dot.directory, gone)
+    toml = gone / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "dot"', 'name = "dot_copy"', 1))
+    vanished = get_task(str(gone))  # a task directory removed before the node loads it
+    shutil.rmtree(gone)
+    if ray.is_initialized():
+        pytest.skip("a Ray session is already open in this process")
+    try:
+        executor = RayExecutor()  # a local one-node cluster, its node the benchmark node
+        naive = dot.baseline.read_text()
+        outcomes = executor.evaluate_many([Request(dot, naive, {"N": 1000}, FAST),
+                                           Request(vanished, naive, {"N": 1000}, FAST)])
+    finally:
+        ray.shutdown()
+    assert vanished.name == "dot_copy"  # sent by path, not by a built-in name
+    assert [o.status for o in outcomes] == [Status.OK, Status.HOST_ERROR]
+    assert "not a verdict" in outcomes[1].message
