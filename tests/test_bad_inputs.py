@@ -199,3 +199,20 @@ def test_stdin_over_the_limit_is_refused(w):
                        timeout=DEADLINE, cwd=w)
     assert r.returncode == 2 and "stdin is over 1 MiB" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_report_of_an_empty_run_and_of_every_status(tmp_path):
+    from perfgym.outcome import Status
+    from perfgym.store import RunStore
+    empty = RunStore(tmp_path / "empty")
+    empty.close()
+    r = perfgym("report", str(tmp_path / "empty"), cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr.strip() == "", r.stderr[-2000:]
+    store = RunStore(tmp_path / "all")
+    for i, status in enumerate(Status):  # HOST_ERROR too: a status the plots had no colour for
+        cid = store.add_pending(f"s{i}", 0, 1 + i % 6, None, "generate", "replay", "p", "c")
+        store.complete(cid, {"status": status.value, "message": status.value}, 0.0)
+    store.close()
+    r = perfgym("report", str(tmp_path / "all"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "HOST_ERROR" in (tmp_path / "all" / "report" / "summary.md").read_text()

@@ -11,7 +11,7 @@ from ..store import RunStore
 STATUS_COLOURS = {
     "OK": "#2ca02c", "WRONG_ANSWER": "#ff7f0e", "RUNTIME_ERROR": "#d62728",
     "TIMEOUT": "#9467bd", "COMPILE_ERROR": "#8c564b", "STAGE_VIOLATION": "#e377c2",
-    "LIBRARY_VIOLATION": "#7f7f7f", "FORMAT_ERROR": "#bcbd22",
+    "LIBRARY_VIOLATION": "#7f7f7f", "FORMAT_ERROR": "#bcbd22", "HOST_ERROR": "#17becf",
 }
 
 
@@ -49,10 +49,12 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
     for status in [s.value for s in Status]:
         heights = [counts[s].get(status, 0) for s in stages]
         if any(heights):
-            ax.bar(labels, heights, bottom=bottom, label=status, color=STATUS_COLOURS[status])
+            ax.bar(labels, heights, bottom=bottom, label=status,
+                   color=STATUS_COLOURS.get(status, "#000000"))
             bottom = [b + h for b, h in zip(bottom, heights)]
     ax.set(title="Status of candidates per stage", ylabel="candidates")
-    ax.legend(fontsize=8)
+    if cands:  # an empty run has nothing to name
+        ax.legend(fontsize=8)
     fig.tight_layout()
     paths.append(_save(fig, out / "status_by_stage.png"))
 
