@@ -1243,6 +1243,9 @@ def _die_cleanly(signum: int, frame) -> None:
     of the signal (the usual exit status: 143, 130). A search's run store keeps what it
     recorded; --resume continues it."""
     sandbox.abandon()
+    for fd in (1, 2):  # a live view or progress bar hid the cursor
+        if os.isatty(fd):
+            os.write(fd, b"\x1b[?25h\n")
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
