@@ -105,6 +105,12 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
             points: np.ndarray | None = None, scale: str = "element") -> Verdict:
     """Pass when every checked element satisfies |got - expected| <= atol + rtol * |expected|
     (`scale` "array": rtol * the largest |expected| of the whole output)."""
+    if got.dtype.names:  # an array of structs: each field is an array of its own
+        verdicts = [compare(f"{name}.{field}", np.ascontiguousarray(got[field]),
+                            np.asarray(expected)[field], rtol, atol, points, scale)
+                    for field in got.dtype.names]
+        return next((v for v in verdicts if not v.ok),
+                    Verdict(True, max(v.max_error for v in verdicts)))
     if got.dtype.kind == "b":  # as bytes: an unwritten output's 0xFF is neither true nor false
         got, expected = got.view(np.uint8), np.asarray(expected).astype(bool).astype(np.uint8)
     g = got.reshape(-1)

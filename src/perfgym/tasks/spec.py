@@ -10,6 +10,7 @@ import ast
 import builtins
 import hashlib
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,16 @@ class ArraySpec:
     # outputs: what they hold when the kernel is called: "garbage" (NaN poison: every element
     # must be written) or "zero" (the contract of kernels that accumulate into their output)
     init: str = "garbage"
+    # an array of structs: its fields in order, name -> C type (dtype then names the struct)
+    fields: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def numpy(self):
+        """The NumPy dtype of an element; for a struct, laid out as the C compiler lays it."""
+        import numpy as np
+        if self.fields:
+            return np.dtype([(f, C_TYPES[t]) for f, t in self.fields], align=True)
+        return np.dtype(self.dtype)
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,8 @@ class Task:
     # |expected| of the output: sums and reductions whose elements can cancel to near zero)
     tolerance_scale: str = "element"
     returns: str | None = None  # the output that holds the entry's return value
+    # element types made of named numbers ([structs.Point] x = "double"): name -> fields
+    structs: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     # floating-point scalar parameters of the entry and their values ([scalars] alpha = 2.5)
     scalars: dict[str, float] = field(default_factory=dict)
     # techniques a kernel must use, else STAGE_VIOLATION (ParEval's OpenMP problems: "openmp")
@@ -187,23 +200,21 @@ class Task:
                         "smallest")
 
     def total_bytes(self, size: dict[str, int]) -> int:
-        import numpy as np
         # math.prod of Python ints: np.prod would wrap around at 2**63 and call it small
-        return sum(np.dtype(a.dtype).itemsize * math.prod(self.shape(a.name, size))
+        return sum(a.numpy.itemsize * math.prod(self.shape(a.name, size))
                    for a in self.arrays.values())
 
     def memory_needed(self, size: dict[str, int]) -> int:
         """Bytes one evaluation at `size` may hold: every copy of every array (see COPIES_*) and
         the work arrays the check of each output makes. An upper bound: the harness's copies
         and the driver's are added although most of the driver's come after the harness ends."""
-        import numpy as np
         needed = 0
         for a in self.arrays.values():
             elements = math.prod(self.shape(a.name, size))
             reads, writes = a.role != "out", a.role != "in"
             copies = (COPIES_EVERY + COPIES_INPUT * reads + COPIES_OUTPUT * writes
                       + COPIES_IN_PLACE * (reads and writes))
-            needed += copies * np.dtype(a.dtype).itemsize * elements
+            needed += copies * a.numpy.itemsize * elements
             wide = 16 if a.dtype.startswith("complex") else 8  # compare's float64/complex128
             needed += writes * COMPARE_WORK_ARRAYS * wide * elements
         return needed
@@ -335,6 +346,25 @@ def _check_module(path: Path, function: str, where: Path, label: str) -> None:
         raise TaskError(f"{where}: field '{label}': {path.name} must define {function}()")
 
 
+def _structs(raw: Any, where: Path) -> dict[str, tuple[tuple[str, str], ...]]:
+    """[structs.Point] x = "double", y = "double": element types made of named numbers."""
+    if not isinstance(raw, dict):
+        raise TaskError(f"{where}: field 'structs' must be a table of tables")
+    structs = {}
+    for sname, fields in raw.items():
+        if not re.fullmatch(r"[A-Za-z_]\w*", sname) or sname in C_TYPES or \
+                not isinstance(fields, dict) or not fields:
+            raise TaskError(f"{where}: field 'structs.{sname}' must be a table such as "
+                            f"[structs.Point] x = \"double\", y = \"double\"")
+        for fname, ctype in fields.items():
+            if not re.fullmatch(r"[A-Za-z_]\w*", fname) or ctype not in C_TYPES or \
+                    C_TYPES[ctype].startswith("complex"):
+                raise TaskError(f"{where}: field 'structs.{sname}.{fname}' must be a C number "
+                                "type such as \"double\" or \"size_t\"")
+        structs[sname] = tuple(fields.items())
+    return structs
+
+
 def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) -> Task:
     name = _need(raw, "name", where)
     language = _opt(raw, "language", where, str, "c")
@@ -343,8 +373,9 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         toml_languages = [k for k in sorted(REGISTRY) if backend(k).task_format == "toml"]
         raise TaskError(f"{where}: field 'language' is {language!r}; a task directory's "
                         f"language is one of {', '.join(toml_languages)}")
+    structs = _structs(raw.get("structs", {}), where)
     try:
-        signature = parse_signature(_need(raw, "entry", where))
+        signature = parse_signature(_need(raw, "entry", where), frozenset(structs))
     except SignatureError as exc:
         raise TaskError(f"{where}: field 'entry': {exc}") from None
     if problem := backend(language).signature_problem(signature):
@@ -363,8 +394,9 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         if role not in ("in", "out", "inout"):
             raise TaskError(f"{where}: field '{field_name}.role' must be 'in', 'out' or 'inout'")
         dtype = _opt(a, "dtype", where, str, "float64", f"{field_name}.dtype")
-        if dtype not in set(C_TYPES.values()):
-            raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported")
+        if dtype not in set(C_TYPES.values()) and dtype not in structs:
+            raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported "
+                            "(a NumPy number type, or a struct of the [structs] table)")
         perturb = _opt(a, "perturb", where, (str, bool), "element", f"{field_name}.perturb")
         perturb = {True: "element", False: "none"}.get(perturb, perturb)
         if perturb not in PERTURB_MODES:
@@ -378,8 +410,9 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
                             "and only outputs have one")
         arrays[aname] = ArraySpec(
             name=aname, shape=tuple(str(d) for d in shape), dtype=dtype, role=role,
-            low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)), perturb=perturb,
-            init=init)
+            low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)),
+            perturb="none" if dtype in structs else perturb, init=init,
+            fields=structs.get(dtype, ()))
 
     sizes = _need(raw, "sizes", where, dict)
     default = _size_table(_need(sizes, "default", where, dict), where, "sizes.default")
@@ -402,13 +435,16 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             if p.name not in arrays:
                 raise TaskError(f"{where}: field 'entry': array parameter {p.name!r} has no "
                                 f"[arrays.{p.name}] table")
+            if p.extent and arrays[p.name].shape != (str(p.extent),):
+                raise TaskError(f"{where}: field 'arrays.{p.name}.shape' must be "
+                                f"[\"{p.extent}\"], the entry's {p.container}")
             if p.vector and p.const and arrays[p.name].role != "in":
                 raise TaskError(f"{where}: field 'arrays.{p.name}.role': a const& vector is an "
                                 "input; take it by std::vector<T>& to write it")
-            if C_TYPES[p.ctype] != arrays[p.name].dtype:
+            if C_TYPES.get(p.ctype, p.ctype) != arrays[p.name].dtype:
                 raise TaskError(f"{where}: field 'arrays.{p.name}.dtype' is "
                                 f"{arrays[p.name].dtype} but the entry declares {p.ctype}")
-        elif not C_TYPES[p.ctype].startswith(("float", "int", "uint")):
+        elif not C_TYPES.get(p.ctype, "struct").startswith(("float", "int", "uint")):
             raise TaskError(f"{where}: field 'entry': parameter {p.name!r} of type {p.ctype} "
                             "must be an array (a pointer or a std::vector)")
         elif C_TYPES[p.ctype].startswith("float"):
@@ -432,9 +468,9 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
     if returns is not None:
         spec = arrays.get(returns)
         if spec is None or spec.role != "out" or spec.shape != () or \
-                spec.dtype != C_TYPES[signature.ret]:
+                spec.dtype != C_TYPES.get(signature.ret, signature.ret):
             raise TaskError(f"{where}: field 'returns': [arrays.{returns}] must be an output "
-                            f"with shape = [] and dtype {C_TYPES[signature.ret]}")
+                            f"with shape = [] and dtype {C_TYPES.get(signature.ret, signature.ret)}")
     for aname in arrays:
         if aname not in {p.name for p in signature.params if p.array} and aname != returns:
             raise TaskError(f"{where}: field 'arrays.{aname}' is not a parameter of the entry")
@@ -514,4 +550,5 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         verify_mode=mode, rtol=float(rtol), atol=float(atol), baseline=baseline, expert=expert,
         forbidden_calls=tuple(forbidden), generator=generator,
         spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns,
+        structs=structs,
         scalars={k: float(v) for k, v in scalars.items()}, require=tuple(require))

@@ -341,13 +341,13 @@ def _read_report(path: Path, check: bool = False) -> dict | None:
     return report
 
 
-def _load(workdir: Path, name: str, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+def _load(workdir: Path, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     return np.fromfile(workdir / name, dtype=dtype).reshape(shape)
 
 
 def _outputs(task: Task, size: dict, order: list[str], workdir: Path, s: int) -> dict:
     """The outputs the harness saved for input set `s` (1 or 2)."""
-    return {n: _load(workdir, f"out{s}_{order.index(n)}.bin", task.arrays[n].dtype,
+    return {n: _load(workdir, f"out{s}_{order.index(n)}.bin", task.arrays[n].numpy,
                      task.shape(n, size))
             for n in order if n in task.outputs}
 
@@ -360,13 +360,13 @@ def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.Inp
               ("the second input set", inputs.sets[1], _outputs(task, size, order, workdir, 2))]
     outputs = task.outputs
     for snap, label in (("chosen", "a timed call"), ("last", "the last timed call")):
-        arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].dtype,
+        arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].numpy,
                          task.shape(n, size))
                 for i, n in enumerate(order)}
         given = {n: arrs[n] for n in order if n not in outputs}
         for i, n in enumerate(order):  # in place: the call was given what the harness kept
             if task.arrays[n].role == "inout":
-                given[n] = _load(workdir, f"snap_{snap}_in_{i}.bin", task.arrays[n].dtype,
+                given[n] = _load(workdir, f"snap_{snap}_in_{i}.bin", task.arrays[n].numpy,
                                  task.shape(n, size))
         checks.append((label, given, {n: arrs[n] for n in outputs}))
     return _verify(task, size, config, checks, rng, refs)
