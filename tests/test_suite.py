@@ -128,6 +128,14 @@ def test_aggregate_of_all_ok_is_a_geomean(fast):
         aggregate([])
 
 
+def test_a_disturbed_size_makes_the_fold_disturbed():
+    from perfgym.outcome import Outcome
+    parts = [Outcome(status=Status.OK, task="dot", sizes={"N": n}, gflops=1.0) for n in (1, 7)]
+    assert aggregate(parts).disturbed is None
+    parts[1].disturbed = "others took the CPU"
+    assert aggregate(parts).disturbed == "N=7: others took the CPU"
+
+
 def test_roofline_fields(fast):
     task = get_task("transpose")
     o = evaluate(task, task.expert.read_text(), {"N": 512, "M": 512}, fast)

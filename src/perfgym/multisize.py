@@ -58,6 +58,8 @@ def aggregate(outcomes: Sequence[Outcome]) -> Outcome:
                      machine=first.machine, config=first.config,
                      elapsed=sum(o.elapsed for o in outcomes),
                      per_size=[o.to_dict() for o in outcomes])
+    disturbed = [f"{format_size(o.sizes)}: {o.disturbed}" for o in outcomes if o.disturbed]
+    result.disturbed = "; ".join(disturbed) or None  # one size's timing spoils the fold's
     summary = f"{len(ok)}/{len(outcomes)} sizes OK"
     if worst.ok:
         result.gflops = _geomean_of_all([o.gflops for o in ok])
