@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS kernels (
     fraction_of_peak REAL,
     speedup REAL,
     source TEXT NOT NULL,          -- run:DIR#ID, expert:TASK, pairs:FILE#LINE
-    terms TEXT NOT NULL,           -- BM25 terms of task and code, space-separated
+    task_terms TEXT NOT NULL,      -- BM25 terms of the task (name, kind, description, entry)
+    code_terms TEXT NOT NULL,      -- and of the code, space-separated
     outcome TEXT NOT NULL,         -- the Outcome JSON that verified it
     added REAL NOT NULL,
     UNIQUE (task, size, fingerprint)
@@ -49,9 +50,11 @@ CREATE INDEX IF NOT EXISTS kernels_fingerprint ON kernels(fingerprint);
 
 MEMORY_FILE = "memory.sqlite"
 _FAMILIES = {"c": ("c", "cpp"), "cpp": ("c", "cpp")}
+CODE_WEIGHT = 0.5  # the task says what is computed; the code, how (a parent's code is naive)
 _INSERT = ("INSERT INTO kernels (task, kind, language, entry, size, code, fingerprint, techniques,"
-           " gflops, gbps, fraction_of_peak, speedup, source, terms, outcome, added)"
-           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+           " gflops, gbps, fraction_of_peak, speedup, source, task_terms, code_terms, outcome,"
+           " added)"
+           " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def default_path() -> Path:
@@ -140,7 +143,8 @@ class KernelMemory:
         row = (task.name, task.kind or "unknown", task.language, _entry_key(task), size, code,
                fp, json.dumps(techniques), outcome.get("gflops"), outcome.get("gbps"),
                outcome.get("fraction_of_peak"), outcome.get("speedup"), source,
-               " ".join(task_terms(task) + terms(code)), json.dumps(outcome), time.time())
+               " ".join(task_terms(task)), " ".join(terms(code)), json.dumps(outcome),
+               time.time())
         rate = outcome.get("gflops") or outcome.get("gbps") or 0.0
         with self._lock:  # one transaction: two processes adding the same kernel keep one
             self.conn.execute("BEGIN IMMEDIATE")
@@ -192,14 +196,16 @@ class KernelMemory:
         return Kernel(id_, task, kind, language, json.loads(size), code, json.loads(techniques),
                       gflops, gbps, fop, speedup, source)
 
-    def search(self, query: list[str], k: int = 5, exclude_task=None,
-               distinct_tasks: bool = False, language: str | None = None
+    def search(self, task_query: list[str] = (), code_query: list[str] = (), k: int = 5,
+               exclude_task=None, distinct_tasks: bool = False, language: str | None = None
                ) -> list[tuple[Kernel, float]]:
-        """The k kernels most similar to the query terms, with their scores: ranked by BM25
-        similarity (to 2 decimals), then by measured GFLOP/s. `exclude_task`: a Task whose
-        own kernels (and those of tasks with its entry declaration) are left out, as a prompt
-        for it must; `distinct_tasks`: the best-ranked kernel of each task only."""
-        sql = f"SELECT {self._KERNEL_COLS}, terms FROM kernels"
+        """The k kernels most similar to the query, with their similarity: BM25 of the task
+        terms against each kernel's task, plus CODE_WEIGHT x BM25 of the code terms against
+        its code (two fields, so a long kernel's length does not drown its task's match);
+        ranked by similarity (to 2 decimals), then by measured GFLOP/s. `exclude_task`: a
+        Task whose own kernels (and those of tasks with its entry declaration) are left out,
+        as a prompt for it must; `distinct_tasks`: the best-ranked kernel of each task only."""
+        sql = f"SELECT {self._KERNEL_COLS}, task_terms, code_terms FROM kernels"
         where, params = [], []
         if exclude_task is not None:
             where.append("task != ? AND entry != ?")
@@ -213,7 +219,11 @@ class KernelMemory:
         rows = self._rows(sql, tuple(params))
         if not rows or k <= 0:
             return []
-        scores = bm25(query, [r[-1].split() for r in rows])
+        by_task = bm25(task_query, [r[-2].split() for r in rows]) if task_query else \
+            [0.0] * len(rows)
+        by_code = bm25(code_query, [r[-1].split() for r in rows]) if code_query else \
+            [0.0] * len(rows)
+        scores = [t + CODE_WEIGHT * c for t, c in zip(by_task, by_code)]
         ranked = sorted(zip(rows, scores), key=lambda rs: (
             -round(rs[1], 2), -(rs[0][7] or 0.0), -(rs[0][8] or 0.0), rs[0][0]))
         out: list[tuple[Kernel, float]] = []
@@ -223,7 +233,7 @@ class KernelMemory:
                 if row[1] in seen:
                     continue
                 seen.add(row[1])
-            out.append((self._kernel(row[:-1]), score))
+            out.append((self._kernel(row[:-2]), score))
             if len(out) == k:
                 break
         return out
@@ -231,10 +241,9 @@ class KernelMemory:
     def for_prompt(self, task, code: str | None = None, k: int = 3) -> list[Kernel]:
         """What a prompt for `task` may show: kernels of other tasks only, in the task's
         language, one per task, most similar to the task (and to `code`, the parent) first."""
-        query = task_terms(task) + (terms(code) if code else [])
-        return [kern for kern, score in self.search(query, k, exclude_task=task,
-                                                    distinct_tasks=True,
-                                                    language=task.language) if score > 0]
+        found = self.search(task_terms(task), terms(code) if code else [], k, exclude_task=task,
+                            distinct_tasks=True, language=task.language)
+        return [kern for kern, score in found if score > 0]
 
     def copy_of(self, task, code: str) -> str | None:
         """When `code` is, up to names, whitespace and comments, a kernel a prompt for `task`
