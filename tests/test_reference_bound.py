@@ -96,3 +96,25 @@ def test_a_failing_reference_is_a_task_error_not_a_verdict(broken_task):
         reference_outputs(task, {"in": np.ones((4, 4))}, {"N": 4, "M": 4, "T": 1}, limit=30)
     with pytest.raises(TaskError, match="ZeroDivisionError"):
         evaluate(task, task.baseline.read_text(), {"N": 8, "M": 8, "T": 2}, QUICK)
+
+
+def test_a_batch_finishes_the_others_then_raises_the_task_fault():
+    from perfgym.executors import Request, evaluate_many
+    task = get_task("jacobi2d")
+    seen = []
+    ok = Request(task, task.baseline.read_text(), {"N": 16, "M": 16, "T": 2}, QUICK)
+    slow = Request(task, task.baseline.read_text(), SLOW, QUICK)
+    with pytest.raises(ReferenceTooSlow):
+        evaluate_many([slow, ok], on_result=lambda i, o: seen.append((i, o.status.value)))
+    assert seen == [(1, "OK")]  # the good request got its verdict; the bad one none
+    assert stopped_soon()
+
+
+def test_the_cli_says_the_size_is_too_much_for_the_reference():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "perfgym.cli", "eval", "--task", "jacobi2d",
+                        "--size", "N=3,M=3,T=10000000", "--timeout", "1", "--no-cache"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the reference took longer than" in r.stderr and "Traceback" not in r.stderr

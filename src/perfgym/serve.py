@@ -138,6 +138,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             outcomes = evaluate_many(requests)
         except HostError as exc:  # the host's fault: no reward, the client retries elsewhere
             raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
+        except TaskError as exc:  # the task at the size asked (a reference too slow there)
+            raise HTTPException(400, str(exc)) from None
         finally:
             with lock:
                 state["in_flight"] -= len(requests)

@@ -1,7 +1,9 @@
 """The local executor: builds in parallel, timing in one exclusive lane, results in order.
 
 A request that raises does not take the batch with it: it gets a HOST_ERROR Outcome (no verdict
-on the candidate; reward schemes refuse it) and the others go on. An interruption (Ctrl-C, an
+on the candidate; reward schemes refuse it) and the others go on. A fault of the task itself (a
+TaskError: a reference too slow at the size asked, say) is the caller's to fix: its request gets
+no Outcome, the others finish, and then the first such error is raised. An interruption (Ctrl-C, an
 `on_result` that raises) stops the batch: builds not started never start, and every work
 directory a finished build made is removed before the exception goes on.
 """
@@ -20,7 +22,7 @@ from ..config import EvalConfig
 from ..backends import backend_for
 from ..evaluate import Prepared, baseline, finish, measure, prepare
 from ..outcome import Outcome, Status
-from ..tasks import Task
+from ..tasks import Task, TaskError
 
 
 @dataclass
@@ -59,6 +61,7 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
                 pass
 
     results: list[Outcome | None] = [None] * len(requests)
+    task_faults: list[TaskError] = []
     ready: queue.Queue = queue.Queue()
     bar = _Progress(len(requests)) if progress else None
 
@@ -67,6 +70,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         started = time.monotonic()
         try:
             ready.put((i, prepare(r.task, r.text, r.size, r.config)))
+        except TaskError as exc:
+            ready.put((i, exc))
         except Exception as exc:
             ready.put((i, host_error(r, exc, started)))
         except BaseException as exc:  # surfaced by the lane loop below
@@ -85,12 +90,18 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
             pool.submit(build_one, i)
         for _ in range(len(requests)):
             i, item = ready.get()
+            if isinstance(item, TaskError):
+                task_faults.append(item)
+                continue
             if isinstance(item, BaseException):
                 raise item
             if isinstance(item, Prepared):  # measure takes the lane for what it times
                 started = time.monotonic()
                 try:
                     item = finish(item, measure(item))  # (measure removes its work directory)
+                except TaskError as exc:
+                    task_faults.append(exc)
+                    continue
                 except Exception as exc:
                     item = host_error(requests[i], exc, started)
             record(i, item)
@@ -102,6 +113,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         pool.shutdown(wait=True)
         if bar:
             bar.close()
+    if task_faults:
+        raise task_faults[0]
     return results  # type: ignore[return-value]
 
 
