@@ -261,6 +261,9 @@ def test_a_copied_memory_kernel_is_caught_and_not_counted(tmp_path, small_dot, t
     if not mine.outcome.get("disturbed"):
         assert mine.reward == pytest.approx(mine.gflops)
     assert best.id == mine.id  # the copy is faster, and still not the best
+    # the report draws a run whose copy has no reward
+    from perfgym.report import write_plots
+    assert write_plots(store, tmp_path / "report")
     # a copy never goes back into the memory either
     counts = memory.add_all(*sources.from_run(tmp_path / "run", task=dot))
     assert counts["refused_why"].get("a copy of a memory kernel") == 1

@@ -29,10 +29,13 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
     paths = []
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    mean_reward = [sum(c.reward for c in by_iter[t]) / len(by_iter[t]) for t in iters]
+    # a refused candidate (a host error, a disturbed timing, a memory copy) has no reward (NULL)
+    rewarded = {t: [c.reward for c in by_iter[t] if c.reward is not None] for t in iters}
+    mean_reward = [sum(r) / len(r) if r else float("nan") for r in rewarded.values()]
     ax1.plot(iters, mean_reward, marker="o")
     ax1.set(title="Mean reward per iteration", xlabel="iteration", ylabel="mean reward")
-    max_rate = [max((c.gflops or 0.0 for c in by_iter[t] if c.ok), default=0.0) for t in iters]
+    max_rate = [max((c.gflops or 0.0 for c in by_iter[t] if c.ok and not c.copied),
+                    default=0.0) for t in iters]
     ax2.plot(iters, max_rate, marker="o", color="#2ca02c")
     ax2.set(title="Max GFLOP/s per iteration", xlabel="iteration", ylabel="GFLOP/s")
     for ax in (ax1, ax2):
