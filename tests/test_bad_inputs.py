@@ -68,6 +68,8 @@ def w(tmp_path_factory) -> Path:
         "size_string": replace("default = { M = 256", 'default = { M = "256"'),
         "size_float": replace("default = { M = 256", "default = { M = 256.5"),
         "size_zero": replace("default = { M = 256", "default = { M = 0"),
+        "size_huge": replace("default = { M = 256, N = 256, K = 256 }",
+                             "default = { M = 200000, N = 200000, K = 1 }"),
         "train_not_list": replace("train = [", "train = 5\nxtrain = ["),
         "reference_syntax": replace('reference = "A @ B"', 'reference = "A @@ B"'),
         "reference_name": replace('reference = "A @ B"', 'reference = "A @ Q"'),
@@ -133,6 +135,7 @@ CASES = [
     (["eval", "--task", "{w}/size_float", "--size", "8"], "'sizes.default.M' must be a posit"),
     (["eval", "--task", "{w}/size_zero", "--size", "8"], "'sizes.default.M' must be a posit"),
     (["eval", "--task", "{w}/train_not_list", "--size", "8"], "field 'sizes.train' must be"),
+    (["eval", "--task", "{w}/size_huge"], "GiB available"),
     (["eval", "--task", "{w}/reference_syntax", "--size", "8"], "is not a Python expression"),
     (["eval", "--task", "{w}/reference_name", "--size", "8"], "uses 'Q'"),
     (["eval", "--task", "{w}/reference_py_syntax", "--size", "8"], "reference.py is not valid"),
@@ -216,3 +219,15 @@ def test_report_of_an_empty_run_and_of_every_status(tmp_path):
     r = perfgym("report", str(tmp_path / "all"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "HOST_ERROR" in (tmp_path / "all" / "report" / "summary.md").read_text()
+
+
+def test_a_cache_directory_that_is_a_file_is_one_line(w):
+    """The host's fault, met inside the batch: the verdict line says HOST_ERROR (no traceback)
+    and the command ends with one line and exit 2."""
+    r = subprocess.run([sys.executable, "-m", "perfgym.cli", "eval", NAIVE, "--size", "8"],
+                       capture_output=True, text=True, timeout=DEADLINE, cwd=w,
+                       env={**os.environ, "COLUMNS": "200", "PERFGYM_CACHE_DIR": str(w / "file")})
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: 1 of 1: the host failed"), lines
+    assert "HOST_ERROR" in r.stdout and "Traceback" not in r.stdout + r.stderr

@@ -138,6 +138,9 @@ def eval_cmd(
     if backend.task_format == "toml" and not ray_address:  # the toolchain is this machine's
         _check_toolchain(cc, march, threads)
     size_list = [parse_size(s, t) for s in size] if size else t.sizes(sizes)
+    if backend.task_format == "toml" and not size:
+        for s in size_list:  # a task's own sizes, bounded here too rather than mid-batch
+            t.check_size(s)
     if files:
         named = [(str(f), _read_stdin() if str(f) == "-" else _read(f)) for f in files]
     else:
@@ -158,8 +161,11 @@ def eval_cmd(
         for r, o, w in zip(requests, outcomes, rewards):
             out.append({"file": r.tag[0], "reward": w, **o.to_dict()})
         print(json.dumps(out if len(out) > 1 else out[0], indent=2))
-        return
-    _print_outcomes(requests, outcomes, rewards, reward)
+    else:
+        _print_outcomes(requests, outcomes, rewards, reward)
+    if failed := [o for o in outcomes if o.status.value == "HOST_ERROR"]:
+        raise UserError(f"{len(failed)} of {len(outcomes)}: {failed[0].message}; fix the host "
+                        "and rerun")
 
 
 def _check_toolchain(cc: str, march: str, threads: int | None) -> None:
@@ -252,7 +258,7 @@ def _print_outcomes(requests: list[Request], outcomes: list[Outcome], rewards: l
                               f"mean {t.mean * 1e3:.3f} ms  CV {t.cv * 100:.1f}%  "
                               f"({len(t.samples)} samples, {t.warmups} warm-ups){rate}",
                               style="dim", highlight=False)
-            elif o.details:
+            elif o.details and o.status.value != "HOST_ERROR":  # that one is a traceback
                 for line in o.details.splitlines()[:12]:
                     console.print(f"    {line}", style="dim", highlight=False, markup=False)
             extra = f"reward ({scheme}) {rewards[i]:.2f}"
