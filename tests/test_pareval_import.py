@@ -25,8 +25,10 @@ needs_pareval = pytest.mark.skipif(
 
 # ParEval's own solutions that are wrong by the prompt's contract (perfgym's reference follows the
 # prompt): correctMaximumSubarray never resets its running sum between start points, so it
-# returns the largest partial sum of x[0:], x[1:], ... laid end to end.
-PAREVAL_WRONG = {"34_scan_largest_contiguous_subarray_sum"}
+# returns the largest partial sum of x[0:], x[1:], ... laid end to end; correctConvexHull-
+# Perimeter builds the lower hull from the third point from the right, so the polygon can miss
+# hull points (a transcription of it is wrong on about 4 in 5 random sets of 17+ points).
+PAREVAL_WRONG = {"34_scan_largest_contiguous_subarray_sum", "11_geometry_convex_hull_perimeter"}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,7 @@ def test_pareval_serial_solution_passes(imported, problem, fast):
     source = (out / "serial" / problem / "baseline.cpp").read_text()
     sizes = task.sizes("smallest") + task.sizes("heldout")
     if problem in PAREVAL_WRONG:
-        sizes += task.sizes("train")[1:]  # a size where the bug shows whatever the inputs
+        sizes = task.sizes("all")  # sizes enough that the bug shows whatever the inputs
     outcomes = evaluate_many([Request(task, source, size, fast) for size in sizes])
     statuses = {o.status for o in outcomes}
     if problem in PAREVAL_WRONG:
