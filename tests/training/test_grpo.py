@@ -65,3 +65,11 @@ def test_sqd_second_step_draws_from_first_steps_children(coder_model, tmp_path):
     assert any(n["parent_id"] in first_ids for n in second)
     # the pool told the store when iteration 1 was complete
     assert [d["iteration"] for _, _, d in r.store.events("pool_iteration_done")] == [1]
+
+
+def test_a_refused_reward_is_neutral_in_its_group():
+    # a host error or a disturbed timing is refused (NaN); GRPO gets the group's mean instead,
+    # an advantage of zero, and no NaN reaches the loss
+    from perfgym.train import grpo
+    assert grpo.neutral_for_refused([1.0, float("nan"), 3.0]) == [1.0, 2.0, 3.0]
+    assert grpo.neutral_for_refused([float("nan")] * 2) == [0.0, 0.0]

@@ -93,6 +93,15 @@ class GRPOSettings:
                              "model; vLLM generation applies to fixed mode")
 
 
+def neutral_for_refused(group: list[float]) -> list[float]:
+    """A refused reward (NaN: the host failed, or the timing was disturbed) becomes the mean of
+    its group's others: an advantage of zero, so the sample teaches nothing either way (a NaN
+    would poison the whole batch's loss)."""
+    known = [r for r in group if math.isfinite(r)]
+    fill = sum(known) / len(known) if known else 0.0
+    return [r if math.isfinite(r) else fill for r in group]
+
+
 class PerfgymReward:
     """TRL reward function: completions -> executor -> reward scheme -> run store."""
 
@@ -125,7 +134,7 @@ class PerfgymReward:
                                                for t, s in zip(texts, stages)], self.sizes)
         rewards: list[float] = []
         for g in range(0, n, self.G):  # consecutive completions of one prompt form a group
-            rewards += score(self.scheme, outcomes[g:g + self.G])
+            rewards += neutral_for_refused(score(self.scheme, outcomes[g:g + self.G]))
         for i, (o, r) in enumerate(zip(outcomes, rewards)):
             if self.store.by_slot(slots[i]) is None:  # a resumed step may repeat a slot
                 cid = self.store.add_pending(slots[i], iterations[i], stages[i], parents[i],
