@@ -280,6 +280,18 @@ def test_sqd_never_grows_from_a_copy():
     assert [c.id for c in top + middle] == [2, 3] and errors == []
 
 
+def test_evolve_archive_keeps_no_copy():
+    from perfgym.search.evolve import Archive
+    outcome = {"status": "OK", "copied_from": "memory #1: x"}
+    copy = Candidate(1, "e1", 1, None, None, "improve", "replay", None, "", "OK", None, 50.0,
+                     outcome)
+    own = Candidate(2, "e2", 1, None, None, "improve", "replay", None, "", "OK", 1.0, 5.0,
+                    {"status": "OK"})
+    archive = Archive()
+    assert not archive.offer(copy, ("plain",)) and archive.offer(own, ("plain",))
+    assert archive.best() == [own]
+
+
 def test_rewards_refuse_a_copied_outcome():
     ok = Outcome(Status.OK, "dot", SMALL, gflops=2.0)
     copied = Outcome(Status.OK, "dot", SMALL, gflops=9.0, copied_from="memory #3: x")

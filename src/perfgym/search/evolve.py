@@ -87,7 +87,9 @@ class Archive:
 
     def offer(self, c: Candidate, key: tuple[str, ...]) -> bool:
         held = self.elites.get(key)
-        if c.ok and c.gflops and (held is None or c.gflops > (held.gflops or 0.0)):
+        # a copy of a memory kernel (Candidate.copied) is no elite: not the model's own
+        if c.ok and not c.copied and c.gflops and (held is None or
+                                                   c.gflops > (held.gflops or 0.0)):
             self.elites[key] = c
             return True
         return False
