@@ -224,6 +224,8 @@ def test_the_prompt_section_carries_task_size_rate_and_techniques(dot):
     # before the answer-format paragraph, after the parent's code
     assert prompt.index("Current version") < section < prompt.index("Answer with the complete")
     assert add_memory(base, dot, []) == base
+    fenced = [Kernel(**{**kernels[0].to_dict(), "code": "```c\nvoid f(void) {}\n```"})]
+    assert add_memory(base, dot, fenced).count("```") == base.count("```") + 2
 
 
 # -- copy-through ---------------------------------------------------------------------------
@@ -336,6 +338,12 @@ def test_memory_cli_add_search_stats(tmp_path, dot, expert_outcome):
     (["memory", "add", "--memory", "{tmp}/m.sqlite"], "nothing to add"),
     (["memory", "add", "--run", "{tmp}", "--memory", "{tmp}/m.sqlite"], "holds no run"),
     (["memory", "add", "--pairs", "{tmp}/none.jsonl"], "is not a file"),
+    (["memory", "add", "--run", "{tmp}/bad", "--memory", "{tmp}/m.sqlite"],
+     "is not a readable run store"),
+    (["memory", "add", "--run", "{tmp}/dotrun", "--task", "dgemm", "--memory",
+      "{tmp}/m.sqlite"], "is a run of dot, not of --task dgemm"),
+    (["memory", "add", "--pairs", "{tmp}/junk.sqlite", "--memory", "{tmp}/m.sqlite"],
+     "not a pair record"),
     (["memory", "stats", "--memory", "{tmp}/none.sqlite"], "no kernel memory at"),
     (["memory", "stats", "--memory", "{tmp}"], "is a directory"),
     (["memory", "stats", "--memory", "{tmp}/junk.sqlite"], "is not a kernel memory"),
@@ -349,6 +357,9 @@ def test_memory_cli_add_search_stats(tmp_path, dot, expert_outcome):
 ])
 def test_memory_user_errors_are_one_line(tmp_path, args, fragment):
     (tmp_path / "junk.sqlite").write_text("not a database, " * 100)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "run.sqlite").write_text("not a database, " * 100)
+    RunStore(tmp_path / "dotrun").set_config({"task": "dot"})
     KernelMemory(tmp_path / "m.sqlite").close()
     (tmp_path / "r.jsonl").write_text('{"completion": "x"}\n')
     r = perfgym(*[a.replace("{tmp}", str(tmp_path)) for a in args])

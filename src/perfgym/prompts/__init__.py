@@ -130,7 +130,7 @@ def add_memory(prompt: str, task: Task, kernels: list, override_dir: Path | None
                 f"{k.gbps:.2f} GB/s" if k.gbps is not None else "rate not measured")
         if k.fraction_of_peak is not None:
             rate += f" ({k.fraction_of_peak:.0%} of peak)"
-        code = k.code.strip()
+        code = k.code.replace("```", "").strip()  # a fence inside would end the block early
         if len(code) > MEMORY_CODE_CHARS:
             code = code[:MEMORY_CODE_CHARS] + "\n/* ... cut */"
         blocks.append(f"\n{k.task} ({k.kind}) at size {format_size(k.size)}: {rate}; "
