@@ -224,6 +224,12 @@ def test_the_prompt_section_carries_task_size_rate_and_techniques(dot):
     # before the answer-format paragraph, after the parent's code
     assert prompt.index("Current version") < section < prompt.index("Answer with the complete")
     assert add_memory(base, dot, []) == base
+    # a long kernel loses its comments first, then its tail
+    long = "/* why it is fast */\n" + "\n".join(f"static int f{i}(void) {{ return {i}; }} // n"
+                                                 for i in range(150))
+    shown = add_memory(base, dot, [Kernel(**{**kernels[0].to_dict(), "code": long})])
+    assert "why it is fast" not in shown and "// n" not in shown and "f0(void)" in shown
+    assert "f149" not in shown and "/* ... cut */" in shown
     fenced = [Kernel(**{**kernels[0].to_dict(), "code": "```c\nvoid f(void) {}\n```"})]
     assert add_memory(base, dot, fenced).count("```") == base.count("```") + 2
 

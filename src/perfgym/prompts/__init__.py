@@ -113,7 +113,7 @@ def expand_prompt(task: Task, op: str, parent_code: str | None = None,
 # Where a prompt shows memory kernels (the search's --memory): where a model writes a kernel to
 # be fast, not where it fixes one that failed.
 MEMORY_OPS = ("generate", "improve", "deepen")
-MEMORY_CODE_CHARS = 2500  # per kernel: k of them must fit a small model's context
+MEMORY_CODE_CHARS = 3000  # per kernel: k of them must fit a small model's context
 
 
 def add_memory(prompt: str, task: Task, kernels: list, override_dir: Path | None = None) -> str:
@@ -131,6 +131,9 @@ def add_memory(prompt: str, task: Task, kernels: list, override_dir: Path | None
         if k.fraction_of_peak is not None:
             rate += f" ({k.fraction_of_peak:.0%} of peak)"
         code = k.code.replace("```", "").strip()  # a fence inside would end the block early
+        if len(code) > MEMORY_CODE_CHARS:  # comments go first, then the tail
+            from ..extract import strip_comments
+            code = "\n".join(ln for ln in strip_comments(code).splitlines() if ln.strip())
         if len(code) > MEMORY_CODE_CHARS:
             code = code[:MEMORY_CODE_CHARS] + "\n/* ... cut */"
         blocks.append(f"\n{k.task} ({k.kind}) at size {format_size(k.size)}: {rate}; "
