@@ -1210,7 +1210,9 @@ def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (local
     import secrets as _secrets
     try:
         from .serve import serve
-    except ImportError:
+    except ImportError as exc:
+        if (exc.name or "").startswith("perfgym"):  # our own bug, not a missing extra
+            raise
         raise UserError("the service needs the serve extra: pip install 'perfgym[serve]'")
     if not (1 <= port <= 65535 and max_batch >= 1 and max_body >= 1):
         raise UserError("--port is 1-65535, --max-batch and --max-body at least 1")
