@@ -5,15 +5,34 @@ import re
 
 from .tasks.signature import Signature, canonical_type, split_args
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _C_LANGS = {"", "c", "cpp", "c++", "cc", "h"}
+
+
+MAX_BLOCKS = 100  # code blocks read in one answer (each is searched for the entry)
 
 
 class FormatError(ValueError):
     pass
 
 
-_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n")
+_FENCE_LANG = re.compile(r"[ \t]*([A-Za-z0-9_+\-]*)")
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str, int]]:
+    """(language, body, end) of each ```lang ... ``` block, in order.
+
+    Found with str.find, in time linear in the text: a regex for fences would search on from
+    every ``` of a long line (quadratic in what an answer can send)."""
+    blocks, pos = [], 0
+    while (start := text.find("```", pos)) >= 0:
+        newline = text.find("\n", start)
+        close = text.find("```", newline + 1) if newline >= 0 else -1
+        if close < 0:  # no block closes after this fence, nor after any later one
+            break
+        lang = _FENCE_LANG.match(text, start + 3).group(1)
+        blocks.append((lang, text[newline + 1:close], close + 3))
+        pos = close + 3
+    return blocks
 
 
 def extract_code(text: str, signature: Signature) -> str:
@@ -25,10 +44,13 @@ def extract_code(text: str, signature: Signature) -> str:
     a last block whose closing fence never came (the answer hit its token limit or just
     stopped), and the entry's exact parameter list under another function name (renamed).
     """
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks = [(lang.lower(), body) for lang, body, _ in fenced_blocks(text)]
     tail = _unterminated_block(text)
     if tail is not None:
         blocks.append(tail)
+    if len(blocks) > MAX_BLOCKS:
+        raise FormatError(f"the answer holds {len(blocks)} code blocks: at most {MAX_BLOCKS} are "
+                          "read; send the kernel in one")
     if blocks:
         c_blocks = [body for lang, body in blocks if lang in _C_LANGS]
         defining = [b for b in c_blocks if defines_entry(b, signature)]
@@ -47,15 +69,17 @@ def extract_code(text: str, signature: Signature) -> str:
 
 def _unterminated_block(text: str) -> tuple[str, str] | None:
     """(language, body) of a fence opened after the last closed block and never closed."""
-    rest = text[max((m.end() for m in _FENCE.finditer(text)), default=0):]
-    opened = _OPEN_FENCE.search(rest)
-    if opened is None or "```" in rest[opened.end():]:
+    rest = text[max((end for _, _, end in fenced_blocks(text)), default=0):]
+    start = rest.find("```")
+    newline = rest.find("\n", start) if start >= 0 else -1
+    if newline < 0 or "```" in rest[newline + 1:]:
         return None
-    return opened.group(1).lower(), rest[opened.end():]
+    return _FENCE_LANG.match(rest, start + 3).group(1).lower(), rest[newline + 1:]
 
 
-_DEFINITION = re.compile(r"(?m)^[ \t]*(static\s+)?(?:inline\s+)?([A-Za-z_][\w \t]*?)\s+"
-                         r"([A-Za-z_]\w*)\s*\(([^()]*)\)\s*\{")
+# (possessive blanks, and a return type that ends on a word: a run of blanks is read once)
+_DEFINITION = re.compile(r"(?m)^[ \t]*+(static\s++)?(?:inline\s++)?([A-Za-z_](?:[\w \t]*?\w)?)"
+                         r"\s++([A-Za-z_]\w*+)\s*+\(([^()]*+)\)\s*+\{")
 
 
 def rename_entry(code: str, signature: Signature) -> str | None:
@@ -113,8 +137,12 @@ def _params_match(args: str, signature: Signature) -> bool:
     return True
 
 
+# A comment, or a run of code and literals (one match, not one per literal: fewer calls back).
+# An unterminated comment runs to the end of the text, an unterminated literal to the end of
+# its line, as gcc reads them (and so each is read once, not again from every later quote).
 _COMMENT_OR_STRING = re.compile(
-    r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
+    r"//[^\n]*|/\*.*?(?:\*/|\Z)|(?:\"(?:\\.|[^\"\\\n])*+\\?(?:\"|(?=\n)|\Z)"
+    r"|'(?:\\.|[^'\\\n])*+\\?(?:'|(?=\n)|\Z)|[^/\"']++|/(?![/*]))++", re.DOTALL)
 
 
 def strip_comments(code: str) -> str:

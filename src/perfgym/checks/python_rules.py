@@ -33,7 +33,8 @@ GLOBAL_SETTINGS = {"set_num_threads", "set_default_dtype", "set_default_device",
                    "compile", "set_flush_denormal", "use_deterministic_algorithms",
                    "set_grad_enabled", "manual_seed", "seed", "initial_seed"}
 DOWNCASTS = {"half", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8"}
-_GLOBAL_KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^)]*\)\s*)?"
+# (launch bounds' arguments are bounded: `[^)]*` would read on to the end from every __global__)
+_GLOBAL_KERNEL = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\([^()]{0,200}\)\s*)?"
                             r"(?:void\s+)?(\w+)\s*\(")
 
 

@@ -38,11 +38,14 @@ FORBIDDEN_CALLS = [
     r"cblas_\w+", r"mkl_\w+", r"openblas_\w+", r"LAPACKE_\w+", r"__builtin_ia32_rdtscp?",
 ]
 
-_INCLUDE = re.compile(r"^\s*#\s*include\s*(.*)$", re.MULTILINE)
+# Every rule here reads a candidate's answer, so each runs in time linear in its length: no
+# pattern may rescan the text from many starting points (`^\s*` would run on across every blank
+# line that follows each line start, `\(\(.*?word` to the end of the file from each opener).
+_INCLUDE = re.compile(r"^[^\S\n]*#\s*include\s*(.*)$", re.MULTILINE)
 _ASM = re.compile(r"\b(asm|__asm__|__asm)\b")
-_BAD_ATTRIBUTE = re.compile(
-    r"__attribute__\s*\(\(.*?\b(constructor|destructor|ifunc|alias|weakref|section|"
-    r"visibility|used|naked)\b", re.DOTALL)
+_ATTRIBUTE = re.compile(r"__attribute__\s*\(\(")
+_BAD_ATTRIBUTE_NAME = re.compile(r"\b(constructor|destructor|ifunc|alias|weakref|section|"
+                                 r"visibility|used|naked)\b")
 _MAIN = re.compile(r"\bint\s+main\s*\(")
 
 # Pragmas and attributes that change the compiler flags (-O level, target ISA) for part of a file:
@@ -54,7 +57,11 @@ FLAG_PRAGMA = re.compile(r"^[^\S\n]*(?:#|%:)[^\S\n]*pragma[^\S\n]+" + _FLAG_PRAG
 _FLAG_PRAGMA_OPERATOR = re.compile(r"\b_Pragma\s*\(\s*(?:u8|u|U|L)?\"\s*" + _FLAG_PRAGMA_NAMES)
 FLAG_ATTRIBUTES = frozenset({"optimize", "target", "target_clones", "target_version"})
 _ATTRIBUTE_OPEN = re.compile(r"\b__attribute(?:__)?\s*\(\s*\(|\[\s*\[")  # GNU and C23 forms
-_LITERAL = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'")
+_BRACKET_OR_FLAG_NAME = re.compile(
+    r"[()\[\]]|(?<!\w)_*(?:" + "|".join(sorted(FLAG_ATTRIBUTES, key=len, reverse=True)) + r")_*(?!\w)")
+# (an unterminated literal runs to the end of its line, as gcc reads it)
+_STRING = r"\"(?:\\.|[^\"\\\n])*+\\?(?:\"|(?=\n)|\Z)"
+_LITERAL = re.compile(_STRING + r"|'(?:\\.|[^'\\\n])*+\\?(?:'|(?=\n)|\Z)")
 
 # Line directives (#line N "file", GNU "# N file flags") would let a kernel present its own code
 # as a system header's. They are looked for in the raw text, comments kept: a comment stripper
@@ -93,7 +100,8 @@ def check_source(code: str, extra_forbidden: tuple[str, ...] = (),
             return f"#include <{hm.group(1)}> is not allowed in a kernel"
     if m := _ASM.search(code):
         return f"inline assembly ('{m.group(1)}') is not allowed in a kernel"
-    if m := _BAD_ATTRIBUTE.search(code):
+    # (any such word after the first attribute, as the rule has always read)
+    if (first := _ATTRIBUTE.search(code)) and (m := _BAD_ATTRIBUTE_NAME.search(code, first.end())):
         return f"__attribute__(({m.group(1)})) is not allowed in a kernel"
     if _MAIN.search(code):
         return "a kernel must not define main()"
@@ -105,7 +113,7 @@ def check_source(code: str, extra_forbidden: tuple[str, ...] = (),
 
 
 def _without_strings(code: str) -> str:
-    return re.sub(r"\"(?:\\.|[^\"\\\n])*\"", '""', code)
+    return re.sub(_STRING, '""', code)
 
 
 def flag_override(code: str) -> str | None:
@@ -123,26 +131,30 @@ def flag_attributes(code: str) -> Iterator[tuple[int, str]]:
     compiler flags: __attribute__((optimize("O3"))), [[gnu::target("avx2")]], __optimize__..."""
     blank = lambda m: " " * len(m.group())  # noqa: E731  (offsets must not move)
     code = _LITERAL.sub(blank, code).replace("<:", "[ ").replace(":>", " ]")  # <:<: is [[
-    for m in _ATTRIBUTE_OPEN.finditer(code):
-        body = _inside(code, m.end(), m.group(0)[-1])
-        while (flat := re.sub(r"\([^()]*\)", blank, body)) != body:  # drop the arguments
-            body = flat
-        for name in re.finditer(r"[A-Za-z_]\w*", body):  # gnu::optimize, __optimize__, ...
-            if name.group().strip("_") in FLAG_ATTRIBUTES:
-                yield m.end() + name.start(), name.group()
+    lists = {m.end() - 1 for m in _ATTRIBUTE_OPEN.finditer(code)}  # each attribute list's bracket
+    if not lists:
+        return
+    # One pass over the brackets (each kind matched on its own, as the compiler's reader does)
+    # and the names: a name belongs to an attribute list, not to an argument inside it, when the
+    # innermost open bracket around it is the list's own ('(' of __attribute__((...)), or '[' of
+    # [[...]] with no '(' opened inside it).
+    rounds: list[int] = []
+    squares: list[int] = []
+    for m in _BRACKET_OR_FLAG_NAME.finditer(code):
+        token = m.group()
+        if token in "([":
+            (rounds if token == "(" else squares).append(m.start())
+        elif token in ")]":
+            if stack := rounds if token == ")" else squares:
+                stack.pop()
+        else:
+            round_ = rounds[-1] if rounds else -1
+            square = squares[-1] if squares else -1
+            if round_ in lists or (square in lists and round_ < square):
+                yield m.start(), token
 
 
 def flags_reason(construct: str, flags: str = "") -> str:
     return (f"{construct} is not allowed: the harness sets the compiler flags"
             f"{f' ({flags})' if flags else ''}; write the optimization in the code")
 
-
-def _inside(code: str, start: int, opener: str) -> str:
-    """The text from start up to the bracket that closes the one opened just before start."""
-    closer = ")" if opener == "(" else "]"
-    depth = 1
-    for i in range(start, len(code)):
-        depth += (code[i] == opener) - (code[i] == closer)
-        if depth == 0:
-            return code[start:i]
-    return code[start:]

@@ -8,6 +8,7 @@ constant is easy to miss or to over-report.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from ..extract import strip_comments
 
@@ -36,24 +37,27 @@ _DETECTORS: dict[str, list[re.Pattern]] = {
     "simd": [
         re.compile(r"\b_mm(?:256|512)?_(?!prefetch\b|malloc\b|free\b)\w+\s*\("),
         re.compile(r"\b__m(?:64|128|256|512)[dih]?\b"),
-        re.compile(r"#\s*pragma\s+omp\s+(?:[\w ]*\s)?simd\b"),
-        re.compile(r"_Pragma\s*\(\s*\"\s*omp\s+(?:[\w ]*\s)?simd\b"),
+        re.compile(r"#\s*pragma\s+omp\s++(?:[\w ]*\s)?simd\b"),
+        re.compile(r"_Pragma\s*\(\s*\"\s*omp\s++(?:[\w ]*\s)?simd\b"),
         re.compile(r"\b(?:float|int|uint|poly)\d+x\d+(?:x\d+)?_t\b"),  # NEON types
         re.compile(r"\bv(?:ld|st)[1-4]q?_\w+\s*\(|\bv(?:fma|mla|add|mul)q_\w+\s*\("),  # NEON
-        re.compile(r"\bsv\w+_[fsu](?:8|16|32|64)\w*\s*\("),  # SVE
+        re.compile(r"\bsv(?=\w+?_[fsu](?:8|16|32|64))\w++\s*\("),  # SVE
         re.compile(r"vector_size\s*\("),
         re.compile(r"\b__builtin_ia32_\w+"),
     ],
     "prefetch": [
         re.compile(r"\b__builtin_prefetch\s*\("),
         re.compile(r"\b_mm_prefetch\s*\("),
-        re.compile(r"#\s*pragma\s+\w*\s*prefetch"),
+        re.compile(r"#\s*pragma\s++\w*?\s*+prefetch"),
     ],
 }
 
-_STEP_LOOP = re.compile(
-    r"for\s*\(\s*(?:\w+\s+)?(\w+)\s*=[^;]*;[^;]*;\s*\1\s*\+=\s*([A-Za-z_]\w*|\d+)\s*\)")
-_SCALAR_ACCUMULATE = re.compile(r"(?<![\w\]\.>])([A-Za-z_]\w*)\s*\+=\s*[^;]*\*[^;]*;")
+# Every rule here reads a candidate's answer, so each runs in time linear in its length: no
+# pattern may rescan the text from many starting points (a loop header or a statement is found
+# by its start, and its end by a lookup, never by a `[^;]*` that runs on to the end of the file).
+_FOR_INIT = re.compile(r"for\s*\(\s*(?:\w+\s+)?(\w+)\s*=\s*(\w*)")  # loop variable, start
+_FOR_STEP = re.compile(r"\s*(\w+)\s*\+=\s*([A-Za-z_]\w*|\d+)\s*\)")  # after the second ';'
+_ACCUMULATE = re.compile(r"(?<![\w\]\.>])([A-Za-z_]\w*)\s*\+=")
 _SMALL_TILE = re.compile(r"\b(?:double|float)\s+\w+\s*\[\s*(\d+)\s*\](?:\s*\[\s*(\d+)\s*\])?")
 
 
@@ -77,14 +81,13 @@ def detect_techniques(code: str, undefined_symbols: frozenset[str] = frozenset()
         if pf:
             found["prefetch"] = f"{pf[0]} instruction (object file)"
 
-    loops = _STEP_LOOP.findall(code)
+    loops, starts = _step_loops(code)
     for var, step in loops:
         # a loop stepping by a block and an inner loop starting at its variable: a tile
-        if (not step.isdigit() or int(step) >= 8) and re.search(
-                r"for\s*\(\s*(?:\w+\s+)?\w+\s*=\s*" + re.escape(var) + r"\b", code):
+        if (not step.isdigit() or int(step) >= 8) and var in starts:
             found["cache_blocking"] = f"loop over {var} in steps of {step}"
             break
-    accumulators = {a for a in _SCALAR_ACCUMULATE.findall(code)}
+    accumulators = _scalar_accumulators(code)
     small_step = any(step.isdigit() and 2 <= int(step) <= 16 for _, step in loops)
     tiles = [m for m in _SMALL_TILE.finditer(code)
              if int(m.group(1)) <= 16 and (m.group(2) is None or int(m.group(2)) <= 32)]
@@ -92,6 +95,32 @@ def detect_techniques(code: str, undefined_symbols: frozenset[str] = frozenset()
         what = (f"{len(accumulators)} scalar accumulators" if accumulators and not tiles
                 else f"register tile {tiles[0].group(0)}" if tiles else "unrolled accumulators")
         found["register_blocking"] = what
+    return found
+
+
+def _step_loops(code: str) -> tuple[list[tuple[str, str]], set[str]]:
+    """([(variable, step)] of the `for (i = ...; ...; i += step)` loops, {what any for loop's
+    variable starts at})."""
+    semicolons = [m.start() for m in re.finditer(";", code)]
+    loops, starts, end = [], set(), 0
+    for m in _FOR_INIT.finditer(code):
+        starts.add(m.group(2))
+        k = bisect_left(semicolons, m.end())
+        if m.start() < end or k + 1 >= len(semicolons):
+            continue
+        step = _FOR_STEP.match(code, semicolons[k + 1] + 1)  # the header's third clause
+        if step and step.group(1) == m.group(1):
+            loops.append((m.group(1), step.group(2)))
+            end = step.end()
+    return loops, starts
+
+
+def _scalar_accumulators(code: str) -> set[str]:
+    """Names of scalars a statement accumulates a product into (`acc += a[i] * b[j];`)."""
+    found = set()
+    for statement in code.split(";")[:-1]:  # the text after the last ';' ends no statement
+        if (m := _ACCUMULATE.search(statement)) and statement.find("*", m.end()) >= 0:
+            found.add(m.group(1))
     return found
 
 

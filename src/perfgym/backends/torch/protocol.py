@@ -10,7 +10,6 @@ and never mixed with GPU figures); CUDA sources are compile-checked with nvcc wh
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import time
 from functools import lru_cache
@@ -21,6 +20,7 @@ import numpy as np
 from ... import sandbox
 from ...checks.python_rules import PythonAudit, audit_python
 from ...config import EvalConfig
+from ...extract import fenced_blocks
 from ...outcome import Outcome, Status, Timing
 from ...sandbox_python import SandboxPython, check_starts, sandbox_python
 from ...tasks.spec import TaskError
@@ -28,7 +28,6 @@ from .channel import Worker, WorkerDied, WorkerTimeout
 from .session import (ReferenceDied, ReferenceFailed, Session, TimingResult, Verdict,
                             speedup_lower_bound)
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)```", re.DOTALL)
 IMPLAUSIBLE_SPEEDUP = 50.0  # flagged for a person to look at, not failed
 
 
@@ -38,7 +37,7 @@ class FormatError(ValueError):
 
 def extract_python(text: str) -> str:
     """The last Python block that defines ModelNew (or the text itself)."""
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks = [(lang.lower(), body) for lang, body, _ in fenced_blocks(text)]  # linear time
     if blocks:
         defining = [b for lang, b in blocks if lang in ("", "python", "py") and
                     "class ModelNew" in b]
