@@ -1,6 +1,7 @@
 """A small client for `perfgym serve` (standard library only, so any trainer can import it)."""
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -30,6 +31,10 @@ class RewardClient:
             raise RewardServiceError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
         except urllib.error.URLError as exc:
             raise RewardServiceError(f"{self.url}: {exc.reason}") from None
+        except (OSError, http.client.HTTPException) as exc:  # reset, timed out, cut short
+            raise RewardServiceError(
+                f"{method} {path}: the connection failed ({type(exc).__name__}: {exc}); the "
+                "server closes it on a body over its limit or one that stalls") from None
 
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/health")

@@ -6,19 +6,24 @@
     GET  /openapi.json
 
 Bearer-token authentication is on by default and the server binds to localhost unless told
-otherwise. Requests over the body limit get 413, batches over the count limit 422, unknown
-tasks or sizes 400. Each request is answered once, with every candidate it carried, in order;
-evaluations from concurrent requests share one exclusive benchmark lane.
+otherwise. Requests over the body limit get 413 (counted as the body streams in, whatever it
+declares), batches over the count limit 422, unknown tasks or sizes 400; a request whose
+headers or body do not arrive in time gets 408 and its connection is closed. Each request is
+answered once, with every candidate it carried, in order; evaluations from concurrent requests
+share one exclusive benchmark lane, and run in worker threads, off the event loop.
 """
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import os
 import secrets
 import threading
 import time
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,8 +70,83 @@ class EvaluateResponse(BaseModel):
     elapsed: float
 
 
+REQUEST_TIMEOUT = 60.0  # seconds for a request's headers, and again for its body
+IDLE_TIMEOUT = 15.0  # seconds without a byte while a request's body is on its way
+
+
+class BodyGuard:
+    """ASGI middleware that reads each request's body itself before the app sees it, so size and
+    pace are bounded whatever the client declares: past `max_body` bytes (a chunked body has no
+    Content-Length) the answer is 413, when no byte comes for `idle` seconds or the body is not
+    complete after `deadline` seconds it is 408, and either way the connection is closed without
+    reading the rest. It also keeps a server error an ordinary answer on a usable connection."""
+
+    def __init__(self, app, max_body: int, idle: float, deadline: float) -> None:
+        self.app, self.max_body, self.idle, self.deadline = app, max_body, idle, deadline
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.max_body:
+            return await _refuse(send, 413, f"request body over the limit of {self.max_body} bytes")
+        body, ends = bytearray(), time.monotonic() + self.deadline
+        while True:
+            try:
+                wait = min(self.idle, ends - time.monotonic())
+                message = await asyncio.wait_for(receive(), max(wait, 0.0))
+            except asyncio.TimeoutError:
+                return await _refuse(send, 408, "the request body did not arrive in time (no byte "
+                                     f"for {self.idle:g} s, or not all of it within "
+                                     f"{self.deadline:g} s)")
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_body:
+                return await _refuse(send, 413,
+                                     f"request body over the limit of {self.max_body} bytes")
+            if not message.get("more_body", False):
+                break
+
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()  # http.disconnect, when the client goes
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        started = False
+
+        async def watch(message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, replay, watch)
+        except Exception as exc:
+            # answered here as any other answer: raised on, it would make uvicorn (or Starlette)
+            # close the connection the client may be reusing
+            if started:  # half an answer cannot be finished: the connection must go
+                raise
+            logging.getLogger("uvicorn.error").exception("error while answering a request")
+            await _refuse(send, 500, f"internal error in the reward service: "
+                          f"{type(exc).__name__}: {str(exc)[:300]}", close=False)
+
+
+async def _refuse(send, status: int, detail: str, close: bool = True) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if close:  # the rest of the body is never read: the connection cannot carry another request
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps({"detail": detail}).encode()})
+
+
 def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
-               allow_tasks: list[str] | None = None) -> FastAPI:
+               allow_tasks: list[str] | None = None, request_timeout: float = REQUEST_TIMEOUT,
+               idle_timeout: float = IDLE_TIMEOUT) -> FastAPI:
     app = FastAPI(title="perfgym reward service", version=__version__,
                   description=__doc__.split("\n\n")[0])
     bearer = HTTPBearer(auto_error=False)
@@ -81,18 +161,14 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             raise HTTPException(401, "missing or wrong bearer token",
                                 headers={"WWW-Authenticate": "Bearer"})
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            return JSONResponse({"detail": f"request body over the limit of {max_body} bytes"},
-                                status_code=413)
-        return await call_next(request)
+    app.add_middleware(BodyGuard, max_body=max_body, idle=idle_timeout, deadline=request_timeout)
+
+    from .machine import fingerprint
+    machine = fingerprint()["id"]  # measured now, not while /health must answer at once
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
-        from .machine import fingerprint
-        return {"status": "ok", "version": __version__, "machine": fingerprint()["id"],
+    async def health() -> dict[str, Any]:  # on the event loop: no worker thread needed
+        return {"status": "ok", "version": __version__, "machine": machine,
                 "uptime": time.time() - state["started"], **{k: state[k] for k in
                                                              ("requests", "candidates",
                                                               "in_flight")}}
@@ -124,7 +200,7 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             task = get_task(c.task)
             try:
                 size = parse_size(c.size, task) if c.size else None
-            except TaskError as exc:
+            except (TaskError, ValueError, OverflowError) as exc:
                 raise HTTPException(400, f"candidate {i}: {exc}") from None
             timing = {k: v for k, v in (("min_samples", body.min_samples),
                                         ("max_samples", body.max_samples)) if v is not None}
@@ -162,6 +238,52 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
-          max_batch: int = 64, max_body: int = 4 << 20) -> None:
+          max_batch: int = 64, max_body: int = 4 << 20, request_timeout: float = REQUEST_TIMEOUT,
+          idle_timeout: float = IDLE_TIMEOUT) -> None:
     import uvicorn
-    uvicorn.run(create_app(token, max_batch, max_body), host=host, port=port, log_level="info")
+    request_timeout = _seconds("PERFGYM_SERVE_REQUEST_TIMEOUT", request_timeout)
+    idle_timeout = _seconds("PERFGYM_SERVE_IDLE_TIMEOUT", idle_timeout)
+    app = create_app(token, max_batch, max_body, request_timeout=request_timeout,
+                     idle_timeout=idle_timeout)
+    uvicorn.run(app, host=host, port=port, log_level="info",
+                http=header_deadline_protocol(request_timeout))
+
+
+def _seconds(variable: str, default: float) -> float:
+    """A timeout from the environment (seconds), else the default."""
+    text = os.environ.get(variable)
+    try:
+        value = float(text) if text is not None else default
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise ValueError(f"{variable}={text!r} is not a timeout: give seconds, e.g. 30")
+    return value
+
+
+def header_deadline_protocol(seconds: float):
+    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers: a client that
+    connects, or finishes a request, and then sends part of the next request's headers and
+    stalls is dropped after `seconds` (uvicorn only closes connections idle between requests).
+    The body has its own deadlines, in BodyGuard."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def _arm(self) -> None:
+            self._armed = getattr(self, "_armed", 0) + 1
+            self.loop.call_later(seconds, self._overdue, self._armed)
+
+        def _overdue(self, armed: int) -> None:
+            between = self.cycle is None or self.cycle.response_complete  # no request under way
+            if armed == self._armed and between and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderDeadline
