@@ -81,6 +81,21 @@ def test_resizing_an_output_vector_is_a_runtime_error(scale_task, fast):
     assert o.status is Status.RUNTIME_ERROR and "length of a std::vector" in o.message, o.message
 
 
+def test_a_const_input_vector_is_the_harness_array_itself(scale_task, fast):
+    # no copy: reading one past the end meets the harness's guard page (or the NaN fill
+    # before it), as through a pointer; a copied vector would read the heap's leftovers
+    past = SCALE.replace("y[i] = 2.0 * x[i];", "y[i] = 2.0 * x[i] + 0.0 * x.data()[i + 1];")
+    o = evaluate(scale_task, past, None, fast)
+    assert (o.status is Status.RUNTIME_ERROR and "guard page" in o.message) or \
+        (o.status is Status.WRONG_ANSWER and "nan" in o.message.lower()), o.message
+
+
+def test_shrinking_a_const_input_vector_is_a_runtime_error(scale_task, fast):
+    shrink = SCALE.replace("for (", "const_cast<std::vector<double>&>(x).pop_back(); for (", 1)
+    o = evaluate(scale_task, shrink, None, fast)
+    assert o.status is Status.RUNTIME_ERROR and "length of a std::vector" in o.message, o.message
+
+
 def test_an_answer_kept_from_an_earlier_call_is_wrong(scale_task, fast):
     # the vectors live on between calls, so a kernel can leave itself a mark in y's capacity
     # and skip the work afterwards; y is refilled (with NaN) before every call, so that is wrong
