@@ -233,3 +233,14 @@ def test_the_client_reports_a_cut_connection_as_a_service_error(server):
     client = RewardClient(f"http://127.0.0.1:{port}", TOKEN, timeout=30)
     with pytest.raises(RewardServiceError, match="413|reset|connection failed|Broken pipe"):
         client.evaluate([{"task": "dgemm", "code": "x" * 190_000}] * 60)
+
+
+@pytest.mark.parametrize("field", ["code", "task", "size", "group"])
+def test_a_lone_surrogate_is_a_bad_request_not_a_server_error(server, field):
+    """Valid JSON ("\\ud800") that no UTF-8 text can hold: 422, and the answer that echoes it
+    is still sent (FastAPI's own encoding of it failed: a 500)."""
+    _, port = server
+    client = RewardClient(f"http://127.0.0.1:{port}", TOKEN, timeout=30)
+    candidate = {"task": "dgemm", "code": "void f(void) {}", field: "x\ud800"}
+    with pytest.raises(RewardServiceError, match="HTTP 422.*valid string"):
+        client.evaluate([candidate])

@@ -18,13 +18,13 @@ class FormatError(ValueError):
 _FENCE_LANG = re.compile(r"[ \t]*([A-Za-z0-9_+\-]*)")
 
 
-def fenced_blocks(text: str) -> list[tuple[str, str, int]]:
-    """(language, body, end) of each ```lang ... ``` block, in order.
+def fenced_blocks(text: str, most: int | None = None) -> list[tuple[str, str, int]]:
+    """(language, body, end) of each ```lang ... ``` block, in order (the first `most`).
 
     Found with str.find, in time linear in the text: a regex for fences would search on from
     every ``` of a long line (quadratic in what an answer can send)."""
     blocks, pos = [], 0
-    while (start := text.find("```", pos)) >= 0:
+    while (start := text.find("```", pos)) >= 0 and (most is None or len(blocks) < most):
         newline = text.find("\n", start)
         close = text.find("```", newline + 1) if newline >= 0 else -1
         if close < 0:  # no block closes after this fence, nor after any later one
@@ -44,13 +44,14 @@ def extract_code(text: str, signature: Signature) -> str:
     a last block whose closing fence never came (the answer hit its token limit or just
     stopped), and the entry's exact parameter list under another function name (renamed).
     """
-    blocks = [(lang.lower(), body) for lang, body, _ in fenced_blocks(text)]
-    tail = _unterminated_block(text)
+    fenced = fenced_blocks(text, most=MAX_BLOCKS + 1)
+    if len(fenced) > MAX_BLOCKS:
+        raise FormatError(f"the answer holds more than {MAX_BLOCKS} code blocks, the most that "
+                          "are read: send the kernel in one")
+    blocks = [(lang.lower(), body) for lang, body, _ in fenced]
+    tail = _unterminated_block(text, fenced[-1][2] if fenced else 0)
     if tail is not None:
         blocks.append(tail)
-    if len(blocks) > MAX_BLOCKS:
-        raise FormatError(f"the answer holds {len(blocks)} code blocks: at most {MAX_BLOCKS} are "
-                          "read; send the kernel in one")
     if blocks:
         c_blocks = [body for lang, body in blocks if lang in _C_LANGS]
         defining = [b for b in c_blocks if defines_entry(b, signature)]
@@ -67,9 +68,10 @@ def extract_code(text: str, signature: Signature) -> str:
     raise FormatError(f"the answer does not define {signature.c_decl()}")
 
 
-def _unterminated_block(text: str) -> tuple[str, str] | None:
-    """(language, body) of a fence opened after the last closed block and never closed."""
-    rest = text[max((end for _, _, end in fenced_blocks(text)), default=0):]
+def _unterminated_block(text: str, after: int) -> tuple[str, str] | None:
+    """(language, body) of a fence opened after the last closed block (ending at `after`) and
+    never closed."""
+    rest = text[after:]
     start = rest.find("```")
     newline = rest.find("\n", start) if start >= 0 else -1
     if newline < 0 or "```" in rest[newline + 1:]:

@@ -24,6 +24,9 @@ import time
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -162,6 +165,13 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                                 headers={"WWW-Authenticate": "Bearer"})
 
     app.add_middleware(BodyGuard, max_body=max_body, idle=idle_timeout, deadline=request_timeout)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, exc: RequestValidationError) -> Response:
+        # FastAPI's own answer echoes the input as UTF-8 and fails (a 500) on a lone surrogate
+        # ("\ud800", valid JSON): escaped to ASCII, any input can be echoed
+        detail = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
+        return Response(detail, status_code=422, media_type="application/json")
 
     from .machine import fingerprint
     machine = fingerprint()["id"]  # measured now, not while /health must answer at once

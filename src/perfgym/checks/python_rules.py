@@ -47,6 +47,14 @@ class PythonAudit:
 
 
 def audit_python(code: str, require_kernel: bool = True, enforce: bool = True) -> PythonAudit:
+    try:
+        return _audit(code, require_kernel, enforce)
+    except (RecursionError, MemoryError):  # `x = ----...1`, `a.a.a...`: the parser gives up
+        return PythonAudit(violation="the code nests too deeply to be read (an expression "
+                           "thousands of levels deep)")
+
+
+def _audit(code: str, require_kernel: bool, enforce: bool) -> PythonAudit:
     audit = PythonAudit()
     try:
         tree = ast.parse(code)
