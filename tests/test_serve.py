@@ -1,10 +1,7 @@
 """`perfgym serve` started as a user would, then talked to over HTTP."""
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,37 +10,15 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed: pip ins
 
 from perfgym import get_task  # noqa: E402
 from perfgym.client import RewardClient, RewardServiceError  # noqa: E402
+from service import running_service  # noqa: E402
 
 TOKEN = "test-token-123"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "perfgym.cli", "serve", "--port", str(port),
-                             "--max-batch", "8", "--max-body", "200000"],
-                            env={**os.environ, "PERFGYM_TOKEN": TOKEN},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    client = RewardClient(url, TOKEN, timeout=120)
-    for _ in range(200):
-        try:
-            client.health()
-            break
-        except RewardServiceError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError(proc.stdout.read().decode())
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_service("--max-batch", "8", "--max-body", "200000", token=TOKEN) as (_, url, _c):
+        yield url
 
 
 def test_batch_with_token(server):

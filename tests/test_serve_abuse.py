@@ -3,10 +3,7 @@ being checked while /health must answer, and a server error on a connection that
 Every test talks to a real server on loopback."""
 import http.client
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 
@@ -16,40 +13,19 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed: pip ins
 
 from perfgym import get_task  # noqa: E402
 from perfgym.client import RewardClient, RewardServiceError  # noqa: E402
+from service import free_port, running_service  # noqa: E402
 
 TOKEN = "abuse-token"
 MAX_BODY = 1 << 20
 IDLE, DEADLINE = 1.0, 3.0  # the server's timeouts here (seconds)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "perfgym.cli", "serve", "--port", str(port),
-                             "--max-body", str(MAX_BODY)],
-                            env={**os.environ, "PERFGYM_TOKEN": TOKEN,
-                                 "PERFGYM_SERVE_IDLE_TIMEOUT": str(IDLE),
-                                 "PERFGYM_SERVE_REQUEST_TIMEOUT": str(DEADLINE)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = RewardClient(f"http://127.0.0.1:{port}", TOKEN, timeout=10)
-    for _ in range(300):
-        try:
-            client.health()
-            break
-        except RewardServiceError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("the server did not start")
-    yield proc, port
-    proc.terminate()
-    proc.wait(timeout=10)
+    with running_service("--max-body", str(MAX_BODY), token=TOKEN, timeout=10,
+                         env={"PERFGYM_SERVE_IDLE_TIMEOUT": str(IDLE),
+                              "PERFGYM_SERVE_REQUEST_TIMEOUT": str(DEADLINE)}) as (proc, url, _):
+        yield proc, int(url.rsplit(":", 1)[1])
 
 
 def rss(pid: int) -> int:

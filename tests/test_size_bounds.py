@@ -170,22 +170,9 @@ def test_cli_refuses_an_absurd_size_up_front():
 
 def test_service_answers_400_without_growing(tmp_path):
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
-    from perfgym.client import RewardClient, RewardServiceError
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "perfgym.cli", "serve", "--no-auth",
-                             "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        client = RewardClient(f"http://127.0.0.1:{port}", None, timeout=60)
-        for _ in range(300):
-            try:
-                client.health()
-                break
-            except RewardServiceError:
-                time.sleep(0.1)
+    from perfgym.client import RewardServiceError
+    from service import running_service
+    with running_service("--no-auth", timeout=60) as (proc, _, client):
         rss = _rss(proc.pid)
         naive = get_task("dgemm").baseline.read_text()
         for size in ("M=3000000000,N=1,K=1", "M=2000000000,N=2000,K=2"):
@@ -196,9 +183,6 @@ def test_service_answers_400_without_growing(tmp_path):
         # and the same client goes on being served
         assert client.evaluate([{"task": "dgemm", "code": naive, "size": "16"}])[0][
             "outcome"]["status"] == "OK"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _rss(pid: int) -> int:
