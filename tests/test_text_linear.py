@@ -15,7 +15,7 @@ import pytest
 from perfgym import get_task
 from perfgym.backends.torch.protocol import extract_python
 from perfgym.checks.audit import audit_preprocessed
-from perfgym.checks.python_rules import audit_python
+from perfgym.backends.torch.python_rules import audit_python
 from perfgym.checks.source import CPP_HEADERS, check_source
 from perfgym.checks.stages import detect_techniques
 from perfgym.extract import FormatError, extract_code, normalize

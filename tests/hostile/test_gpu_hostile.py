@@ -28,7 +28,7 @@ import pytest
 
 from perfgym import EvalConfig, Status, evaluate, get_task
 from perfgym import sandbox
-from perfgym.checks.python_rules import audit_python
+from perfgym.backends.torch.python_rules import audit_python
 from perfgym.sandbox import LOCK_DIR, ROOT_WORK_DIR, processes_of_uid
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import sandbox
-from ...checks.python_rules import PythonAudit, audit_python
+from .python_rules import PythonAudit, audit_python
 from ...config import EvalConfig
 from ...extract import fenced_blocks
 from ...outcome import Outcome, Status, Timing
