@@ -33,7 +33,10 @@ def cache(tmp_path, monkeypatch):
 
 
 def hogs(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
+    # each in a session of its own, as other users' programs are: with autogroup scheduling
+    # (Linux's default) hogs sharing one session share one fair share, whatever their number
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"], start_new_session=True)
+            for _ in range(count)]
 
 
 def test_a_run_beside_cpu_hogs_is_flagged_and_not_cached(dgemm, cache):

@@ -89,10 +89,11 @@ def measure(p: Prepared) -> Outcome:
         backend.cleanup(p)
 
 
-def finish(p: Prepared, outcome: Outcome) -> Outcome:
-    """Add the speedup over the task's baseline, a one-line message, and cache the result."""
+def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcome:
+    """Add the speedup over the task's baseline (`base`, when the caller has timed it for a
+    batch), a one-line message, and cache the result."""
     if outcome.ok and p.config.compare_baseline and backend_for(p.task).separate_baseline:
-        base = baseline(p.task, p.size, p.config)
+        base = base or baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median
             if base.disturbed and not outcome.disturbed:  # the speedup is no better than it

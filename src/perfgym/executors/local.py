@@ -45,18 +45,22 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
     if not requests:
         return []
     workers = workers or len(os.sched_getaffinity(0))
-    # Baselines first, once per (task, size, config): every speedup needs one.
-    seen = set()
-    for r in requests:
+    # Baselines first, once per (task, size, config): every speedup needs one, and under
+    # use_cache=False the batch shares the one it timed (no re-timing per candidate).
+    bases: dict[tuple, Outcome] = {}
+
+    def base_key(r: Request) -> tuple:
         size = r.size or r.task.default_size
-        key = (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
-               r.config.replace(stage=None, seed=None, use_cache=True))
+        return (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
+                r.config.replace(stage=None, seed=None, profile=()))
+
+    for r in requests:
+        key = base_key(r)
         # (a backend without a separate baseline times its reference in the same session)
         if r.config.compare_baseline and backend_for(r.task).separate_baseline \
-                and key not in seen:
-            seen.add(key)
+                and key not in bases:
             try:
-                baseline(r.task, size, r.config)
+                bases[key] = baseline(r.task, r.size or r.task.default_size, r.config)
             except Exception:  # each of its requests meets it again in `finish`, recorded there
                 pass
 
@@ -98,7 +102,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
             if isinstance(item, Prepared):  # measure takes the lane for what it times
                 started = time.monotonic()
                 try:
-                    item = finish(item, measure(item))  # (measure removes its work directory)
+                    # (measure removes its work directory)
+                    item = finish(item, measure(item), bases.get(base_key(requests[i])))
                 except TaskError as exc:
                     task_faults.append(exc)
                     continue
