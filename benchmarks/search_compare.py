@@ -1,10 +1,9 @@
 """Evolve vs SQD vs best-of-n at the same number of evaluations, with a real model.
 
-    python benchmarks/search_compare.py --model-path DIR [--tasks dgemm,dot] [--evals 16]
-                                        [--out runs/search_compare]
+    python benchmarks/search_compare.py [--model-path DIR | --policy openai --model NAME]
+                                        [--tasks dgemm,dot] [--evals 16] [--out DIR]
 
-Each (task, algorithm) is one `perfgym search` run with the hf policy on the same model and
-sampling, sized so that it evaluates `--evals` candidates besides the seed:
+Each (task, algorithm) is one `perfgym search` run with the same policy, model and sampling, sized so that it evaluates `--evals` candidates besides the seed:
     best-of-n   n = E
     sqd         1 iteration, G = E/2 (the seed improved and deepened)
     evolve      2 islands x E/4 generations x 2 children
@@ -40,8 +39,10 @@ def algo_args(algo: str, evals: int) -> list[str]:
 def run(task: str, algo: str, args, run_dir: Path) -> None:
     if (run_dir / "done").is_file():
         return
-    cmd = [sys.executable, "-m", "perfgym.cli", "search", "--task", task, "--policy", "hf",
-           "--model-path", str(args.model_path), "--run-dir", str(run_dir),
+    model = (["--model-path", str(args.model_path)] if args.policy == "hf" else
+             ["--model", args.model])  # openai: the server from $OPENAI_BASE_URL
+    cmd = [sys.executable, "-m", "perfgym.cli", "search", "--task", task, "--policy",
+           args.policy, *model, "--run-dir", str(run_dir),
            "--max-tokens", str(args.max_tokens), "--temperature", str(args.temperature),
            "--json", *algo_args(algo, args.evals)]
     if (run_dir / "run.sqlite").is_file():
@@ -95,13 +96,21 @@ def table(results: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model-path", type=Path, required=True)
+    ap.add_argument("--policy", default="hf", choices=("hf", "openai"))
+    ap.add_argument("--model-path", type=Path, help="hf: a model directory (default model if "
+                    "absent)")
+    ap.add_argument("--model", help="openai: the served model's name")
     ap.add_argument("--tasks", default="dgemm,dot")
     ap.add_argument("--evals", type=int, default=16, help="a multiple of 4")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--out", type=Path, default=Path("runs/search_compare"))
     args = ap.parse_args()
+    if args.policy == "openai" and not args.model:
+        raise SystemExit("--policy openai needs --model (and $OPENAI_BASE_URL)")
+    if args.policy == "hf" and args.model_path is None:
+        from perfgym.models import resolve_model
+        args.model_path = resolve_model(None)
     if args.evals < 4 or args.evals % 4:
         raise SystemExit("--evals must be a positive multiple of 4")
     args.out.mkdir(parents=True, exist_ok=True)
