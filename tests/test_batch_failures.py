@@ -159,7 +159,10 @@ def test_the_service_answers_503_when_the_host_fails_a_candidate(dot, build_brea
 
 
 def test_the_ray_executor_records_a_request_that_raises_on_the_node_and_answers_the_rest(
-        dot, tmp_path):
+        dot, tmp_path, monkeypatch):
+    # a home of its own: a local Ray cluster leaves an auth token in ~/.ray that later
+    # `ray start` clusters (tests/cluster) would then refuse
+    monkeypatch.setenv("HOME", str(tmp_path))
     ray = pytest.importorskip("ray", reason="the cluster extra is not installed: "
                               "pip install 'perfgym[cluster]'")
     import shutil

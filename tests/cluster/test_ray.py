@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,8 +18,11 @@ ray = pytest.importorskip("ray", reason="the cluster extra is not installed: pip
 from perfgym import EvalConfig, Status, get_task  # noqa: E402
 from perfgym.executors import Request  # noqa: E402
 
-# the `ray` command of this interpreter's environment, activated or not
-ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+# the `ray` command of this interpreter's environment, activated or not, and a home of its
+# own: Ray 2.60 leaves an auth token in ~/.ray after any local ray.init() (another test, an
+# earlier run), and a `ray start` cluster then refuses this process's connection
+HOME = tempfile.mkdtemp(prefix="perfgym-ray-home-")
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HOME": HOME,
        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 
 
@@ -57,6 +61,8 @@ def cluster():
                     "--include-dashboard=false", "--disable-usage-stats"], env=ENV, check=True,
                    capture_output=True)
     worker = start_worker(address)
+    saved_home = os.environ["HOME"]
+    os.environ["HOME"] = HOME  # where this process's Ray client looks for a token
     try:
         ray.init(address=address, log_to_driver=False)
         wait_for_bench_nodes(1)
@@ -64,6 +70,7 @@ def cluster():
     finally:
         ray.shutdown()
         subprocess.run(["ray", "stop", "--force"], env=ENV, capture_output=True)
+        os.environ["HOME"] = saved_home
 
 
 def variants(n):
