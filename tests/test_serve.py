@@ -98,3 +98,23 @@ def test_openapi_schema(server):
     import urllib.request
     schema = json.loads(urllib.request.urlopen(server + "/openapi.json").read())
     assert {"/evaluate", "/tasks", "/health"} <= set(schema["paths"])
+
+
+def test_a_refused_reward_is_null_not_a_server_error(monkeypatch):
+    # a timing disturbed by other programs is refused (NaN inside); JSON has no NaN, so the
+    # service answers null, with the outcome saying why
+    from fastapi.testclient import TestClient
+
+    from perfgym import serve
+    from perfgym.outcome import Outcome, Status
+
+    def disturbed(requests):
+        return [Outcome(status=Status.OK, task=r.task.name, sizes={}, gflops=1.0,
+                        disturbed="other programs used the CPU") for r in requests]
+
+    monkeypatch.setattr(serve, "evaluate_many", disturbed)
+    client = TestClient(serve.create_app(None))
+    r = client.post("/evaluate", json={"candidates": [{"task": "dot", "code": "x"}]})
+    assert r.status_code == 200 and "NaN" not in r.text, r.text
+    (result,) = r.json()["results"]
+    assert result["reward"] is None and result["outcome"]["disturbed"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import secrets
 import threading
@@ -64,7 +65,9 @@ class EvaluateRequest(BaseModel):
 
 
 class Result(BaseModel):
-    reward: float
+    # null: refused, no reward to learn from (a timing disturbed by other programs, a copy of
+    # a memory kernel); the outcome says which. JSON has no NaN.
+    reward: float | None
     outcome: dict[str, Any]
 
 
@@ -240,7 +243,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
         for members in groups.values():
             for i, r in zip(members, score(body.reward, [outcomes[i] for i in members])):
                 rewards[i] = r
-        return EvaluateResponse(results=[Result(reward=r, outcome=o.to_dict())
+        return EvaluateResponse(results=[Result(reward=r if math.isfinite(r) else None,
+                                                outcome=o.to_dict())
                                          for r, o in zip(rewards, outcomes)],
                                 elapsed=time.monotonic() - started)
 
