@@ -61,21 +61,17 @@ def test_a_run_beside_cpu_hogs_is_flagged_and_not_cached(dgemm, cache):
 
 
 def test_a_quiet_run_is_not_flagged_and_is_cached_with_its_conditions(dgemm, cache):
-    for _ in range(3):  # a passing burst of load flags one evaluation, not three
-        before = neighbours.snapshot()
+    for _ in range(5):  # a passing burst of load flags one evaluation, not five
         o = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
-        around = neighbours.conditions(before, neighbours.snapshot(), threads=1)
         assert o.ok, o.message
         if not o.disturbed:
             break
-    else:
-        # flagged every time: right if others kept the machine's cores busy (on average all
-        # but half of one) for the whole while, which this test cannot prevent
-        cores = len(os.sched_getaffinity(0))
-        if around["others_cpu"] > (cores - 0.5) * around["wall"]:
-            pytest.skip(f"the machine is not quiet: others used {around['others_cpu']:.1f} "
-                        f"CPU-s in {around['wall']:.1f} s on {cores} cores")
-    assert o.disturbed is None, (o.disturbed, around)
+        # flagged (CI shares its machine): only with figures that show the run starved by others
+        load = o.parent_check["load"]
+        missed = load["possible"] - load["cpu"]
+        assert missed > 0.5 * load["possible"], load
+        assert load["others_cpu"] + load["steal"] >= 0.5 * missed, load
+    assert o.disturbed is None, o.parent_check["load"]
     assert "DISTURBED" not in o.message
     kept = evaluate(dgemm, dgemm.baseline.read_text(), SIZE, CONFIG)
     assert kept.cached

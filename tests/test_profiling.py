@@ -300,7 +300,8 @@ def test_scaling_times_the_openmp_kernel_on_one_thread(dgemm, fast):
 
 
 @x86
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+@pytest.mark.skipif(shutil.which("valgrind") is None,
+                    reason="valgrind is not installed: apt-get install valgrind")
 def test_cachegrind_sees_the_naive_kernel_miss_more(dgemm, fast):
     providers = ("cachegrind",)
 
