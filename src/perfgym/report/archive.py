@@ -71,7 +71,5 @@ def plot_archive(store: RunStore, out: Path) -> Path | None:
         ax.set_yticks(range(len(rows)), rows, fontsize=7)
         ax.set_title(f"island {i}: GFLOP/s per cell", fontsize=9)
     fig.tight_layout()
-    path = out / "archive.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    from .plots import _save
+    return _save(fig, out / "archive.png")
