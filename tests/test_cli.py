@@ -69,3 +69,36 @@ def test_tasks_and_machine_json():
     r = perfgym("machine", "--json")
     info = json.loads(r.stdout)
     assert r.returncode == 0 and info["peak_gflops"] > 0 and "isa" in info["fingerprint"]
+    # the sandboxed Python is started, not assumed: it imports numpy (and torch when here)
+    py = info["sandbox_python"]
+    assert py["starts"] and py["error"] is None and "numpy" in py["modules"]
+
+
+def test_machine_shows_a_sandboxed_python_that_cannot_start(tmp_path):
+    """A broken layout is seen in `perfgym machine`, before any candidate: here a `torch` on
+    PYTHONPATH that fails to import (the host never imports torch for this command)."""
+    tmp_path.chmod(0o755)  # pytest's are 700: a folder the sandbox cannot read, another case
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('a broken torch')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200"}
+    r = subprocess.run([sys.executable, "-m", "perfgym.cli", "machine", "--json"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    py = json.loads(r.stdout)["sandbox_python"]
+    assert not py["starts"] and "a broken torch" in py["error"]
+    r = subprocess.run([sys.executable, "-m", "perfgym.cli", "machine"], capture_output=True,
+                       text=True, env=env)
+    assert "BROKEN" in r.stdout and "a broken torch" in r.stdout
+
+
+def test_eval_of_a_pytorch_task_with_no_files_judges_the_reference_as_itself():
+    """The first thing a newcomer sees on a GPU task is not the tool failing its own file: the
+    reference is run as a plain-PyTorch candidate (about 1.0x), beside the task's expert."""
+    pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
+    r = perfgym("eval", "--task", "relu", "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr
+    outcomes = json.loads(r.stdout)
+    statuses = {o["status"] for o in outcomes}
+    assert statuses == {"OK"}, [(o["status"], o["message"]) for o in outcomes]
+    reference = outcomes[0]
+    assert 0.3 < reference["speedup"] < 3.0, reference["message"]  # the same code, twice

@@ -142,3 +142,13 @@ def test_a_worker_killed_on_a_healthy_host_is_still_the_candidates_fault(monkeyp
                        EvalConfig(use_cache=False, extra={"static_rules": False}))
     assert outcome.status is Status.RUNTIME_ERROR, outcome.message
     assert "stopped answering" in outcome.message and "SIGKILL" in outcome.message
+
+
+def test_a_private_folder_on_the_path_is_a_host_error_that_names_it_and_the_fix(tmp_path):
+    """A bind keeps a folder's own mode: a mode-700 PYTHONPATH entry stays unreadable inside,
+    and Python would silently import something else. It is named, with the chmod to run."""
+    private = private_dir(tmp_path / "private-lib")
+    (private / "perfgym_private_probe.py").write_text("VALUE = 1\n")
+    r = run_probe(sys.executable, ["numpy"], {"PYTHONPATH": ":".join([str(private), *HERE_PATHS])})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert str(private) in r.stdout and "chmod o+rx" in r.stdout

@@ -185,6 +185,15 @@ def test_bench_suite_command(tmp_path):
     assert "| dot |" in (tmp_path / "suite.md").read_text()
 
 
+def test_bench_suite_runs_a_pytorch_tasks_reference_as_its_baseline(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
+    r = perfgym("bench-suite", "--tasks", "relu", "--out", str(tmp_path), "--no-blas", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads((tmp_path / "suite.json").read_text())["rows"]
+    assert row["naive"]["status"] == "OK", row["naive"]["message"]
+    assert row["expert"]["status"] == "OK", row["expert"]["message"]
+
+
 def test_tasks_commands(tmp_path):
     r = perfgym("tasks", "show", "conv2d")
     assert r.returncode == 0 and "conv2d_optimized" in r.stdout and "prompt" in r.stdout

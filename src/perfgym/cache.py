@@ -16,6 +16,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from . import sqlite_open
 from .config import EvalConfig
 from .outcome import Outcome
 from .paths import cache_dir
@@ -54,19 +55,20 @@ def cache_key(task: Task, text: str, size: dict[str, int], config: EvalConfig,
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS outcomes (key TEXT PRIMARY KEY, "
+           "outcome TEXT NOT NULL, created REAL DEFAULT (unixepoch('subsec')));")
+
+
 class OutcomeCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_dir() / "outcomes.sqlite"
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS outcomes (key TEXT PRIMARY KEY, "
-                         "outcome TEXT NOT NULL, created REAL DEFAULT (unixepoch('subsec')))")
+        self._conn()  # creates the table
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = sqlite_open.connect(self.path, _SCHEMA)
             self._local.conn = conn
         return conn
 

@@ -142,12 +142,12 @@ def eval_cmd(
         for s in size_list:  # a task's own sizes, bounded here too rather than mid-batch
             t.check_size(s)
     if files:
-        named = [(str(f), _read_stdin() if str(f) == "-" else _read(f)) for f in files]
+        named = [(str(f), _read_stdin() if str(f) == "-" else _read(f), config) for f in files]
     else:
-        named = [(f"{t.name}/naive", t.baseline.read_text())]
+        named = [(f"{t.name}/{backend.baseline_label}", *backend.baseline_candidate(t, config))]
         if t.expert:
-            named.append((f"{t.name}/expert", t.expert.read_text()))
-    requests = [Request(t, text, s, config, tag=(name, s)) for name, text in named
+            named.append((f"{t.name}/expert", t.expert.read_text(), config))
+    requests = [Request(t, text, s, cfg, tag=(name, s)) for name, text, cfg in named
                 for s in size_list]
     run_many = evaluate_many
     if ray_address:
@@ -464,10 +464,13 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
                 cc: str = typer.Option("gcc", help="C compiler"),
                 as_json: bool = typer.Option(False, "--json", help="print as JSON")) -> None:
     """This machine: ISA, cores, measured frequency, FMA peak and BLAS dgemm GFLOP/s."""
+    from . import sandbox_python
     with console.status("measuring this machine (cached afterwards; again while disturbed)"):
         info = machine_mod.machine_info(cc, refresh=refresh)
+    with console.status("starting the sandboxed Python"):
+        py = sandbox_python.report()
     if as_json:
-        print(json.dumps(info, indent=2))
+        print(json.dumps({**info, "sandbox_python": py}, indent=2))
         return
     fp = info["fingerprint"]
     from . import sandbox
@@ -489,6 +492,9 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
             ("probe", "\n".join(machine_mod.probe_report(info)) or
              f"consistent ({len(info['probe']['attempts'])} measurement(s))"),
             ("sandbox", sandbox.isolation().describe()),
+            ("sandboxed Python", (f"starts, imports {', '.join(py['modules']) or 'nothing asked'}"
+                                  if py["starts"] else f"[bold red]BROKEN[/] {py['error']}")
+             + "".join(f"\n  binds {host} (read-only)" for host in py.get("binds", {}))),
             ("fingerprint", f"{fp['id']} (measured {info['measured_at']})")]
     table = Table(show_header=False)
     for k, v in rows:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import sqlite_open
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS candidates (
@@ -92,15 +94,12 @@ class RunStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / self.FILE
         # one connection shared by threads (the async reward function runs in a worker thread)
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                    check_same_thread=False)
         self._lock = threading.RLock()
         try:
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=FULL")  # a completed write survives kill -9
-            self.conn.executescript(SCHEMA)
+            self.conn = sqlite_open.connect(
+                self.path, SCHEMA, isolation_level=None, check_same_thread=False,
+                pragmas=("synchronous=FULL",))  # a completed write survives kill -9
         except sqlite3.DatabaseError as exc:
-            self.conn.close()
             raise StoreError(f"{self.path} is not a readable run store ({exc}): move it aside "
                              "or choose another run directory") from None
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import machine
+from .backends import backend_for
 from .config import EvalConfig
 from .executors import Request, evaluate_many
 from .outcome import Outcome
@@ -48,7 +49,8 @@ def run_suite(tasks: list[Task], size_set: str = "default", config: EvalConfig =
     requests, index = [], []
     for t in tasks:
         for size in t.sizes(size_set):
-            requests.append(Request(t, t.baseline.read_text(), size, config))
+            text, baseline_config = backend_for(t).baseline_candidate(t, config)
+            requests.append(Request(t, text, size, baseline_config))
             index.append((t, size, "naive"))
             if t.expert:
                 requests.append(Request(t, t.expert.read_text(), size, config))
@@ -80,7 +82,13 @@ def rate(o: Outcome | None) -> str:
         return "-"
     if not o.ok:
         return o.status.value
-    return f"{o.gflops:.2f} GFLOP/s" if o.gflops else f"{o.gbps:.2f} GB/s"
+    if o.gflops:
+        return f"{o.gflops:.2f} GFLOP/s"
+    if o.gbps:
+        return f"{o.gbps:.2f} GB/s"
+    # a PyTorch task: no counted work, only its time and its speed over the reference
+    return f"{o.timing.median * 1e3:.3f} ms ({o.speedup:.2f}x ref)" if o.speedup else \
+        f"{o.timing.median * 1e3:.3f} ms"
 
 
 def roof(o: Outcome | None) -> str:

@@ -66,6 +66,13 @@ class Backend:
     own_flags: tuple[str, ...] = ()
     # how its tasks are written: "toml" (a task directory, tasks/spec.py) or "kernelbench"
     task_format: str = "toml"
+    # what users call the task's own kernel that speedups are measured against
+    baseline_label: str = "naive"
+
+    def baseline_candidate(self, task, config) -> tuple[str, Any]:
+        """The task's own baseline as a candidate, and the config to judge it under (what
+        `perfgym eval --task T` and `bench-suite` run beside the expert)."""
+        return task.baseline.read_text(), config
 
     def signature_problem(self, signature) -> str | None:
         """Why this backend cannot call an entry of this signature, or None."""

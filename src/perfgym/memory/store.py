@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import sqlite_open
 from ..checks.stages import detect_techniques
 from ..paths import cache_dir
 from .index import bm25, fingerprint, terms
@@ -116,13 +117,10 @@ class KernelMemory:
                                    f"(e.g. {self.path / MEMORY_FILE})")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # the search's result callbacks may come from threads
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                    check_same_thread=False)
         try:
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.executescript(SCHEMA)
+            self.conn = sqlite_open.connect(self.path, SCHEMA, isolation_level=None,
+                                            check_same_thread=False)
         except sqlite3.DatabaseError as exc:
-            self.conn.close()
             raise MemoryStoreError(f"{self.path} is not a kernel memory ({exc}): move it aside "
                                    "or give another --memory path") from None
 

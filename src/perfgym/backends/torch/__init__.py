@@ -16,6 +16,13 @@ class TorchBackend(Backend):
     seed_op = "generate"  # the seed is the PyTorch reference, which a model rewrites
     own_flags = ("--allow-torch", "--kernelbench", "--input-budget")
     task_format = "kernelbench"
+    baseline_label = "reference"
+
+    def baseline_candidate(self, task, config):
+        """The reference itself, renamed ModelNew and judged as plain PyTorch: OK at about 1.0x,
+        never a FORMAT_ERROR for lacking ModelNew."""
+        from ...tasks.selfcheck import reference_as_candidate
+        return reference_as_candidate(task.source), config.replace(require_custom_kernel=False)
 
     def extract(self, task, text: str) -> str:
         return extract_python(text)
