@@ -543,14 +543,16 @@ class _LiveView:
 def search_cmd(
     task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
     algo: str = typer.Option("sqd", help="sqd, refine, best-of-n or evolve"),
-    policy: Optional[str] = typer.Option(None, help="openai, hf or replay (default: openai "
-                                         "when --model, --base-url or $OPENAI_BASE_URL is set, "
-                                         "replay with --replay, else hf)"),
+    policy: Optional[str] = typer.Option(None, help="openai, hf, openvino or replay (default: "
+                                         "openai when --model, --base-url or $OPENAI_BASE_URL "
+                                         "is set, replay with --replay, else the local model: "
+                                         "openvino, the fast CPU engine, when installed, "
+                                         "else hf)"),
     model: Optional[str] = typer.Option(None, help="model name (openai policy)"),
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL "
                                            "(default: $OPENAI_BASE_URL)"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable with the key"),
-    model_path: Optional[Path] = typer.Option(None, help="hf policy: a model or adapter "
+    model_path: Optional[Path] = typer.Option(None, help="hf/openvino policy: a model or adapter "
                                               "directory or a .gguf (default: SmolLM2-135M-"
                                               "Instruct)"),
     replay: Optional[Path] = typer.Option(None, help="JSONL of completions (replay policy)"),
@@ -608,7 +610,7 @@ def search_cmd(
 ) -> None:
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
     import os
-    from .policies import PolicyError, make_policy
+    from .policies import PolicyError, default_local_policy, make_policy
     from .search import SQD, BestOfN, Engine, Evolve, EvolveConfig, Refine, SQDConfig
     from .store import RunStore
 
@@ -623,8 +625,8 @@ def search_cmd(
         raise UserError(f"evolve options: {exc}") from None
     if policy is None:
         policy = ("replay" if replay else "openai" if model or base_url or
-                  os.environ.get("OPENAI_BASE_URL") else "hf")
-    local_default = policy == "hf" and model_path is None
+                  os.environ.get("OPENAI_BASE_URL") else default_local_policy())
+    local_default = policy in ("hf", "openvino") and model_path is None
     if max_tokens is None:
         max_tokens = 512 if local_default else 2048
     if iterations is None:

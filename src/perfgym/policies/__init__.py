@@ -28,7 +28,16 @@ def make_policy(kind: str, **options: Any) -> Policy:
     if kind == "hf":
         from .hf import HFPolicy
         return HFPolicy(**options)
+    if kind == "openvino":
+        from .openvino import OpenVINOPolicy
+        return OpenVINOPolicy(**options)
     if kind == "replay":
         from .replay import ReplayPolicy
         return ReplayPolicy(**options)
-    raise ValueError(f"policy {kind!r} is not one of openai, hf, replay")
+    raise ValueError(f"policy {kind!r} is not one of openai, hf, openvino, replay")
+
+
+def default_local_policy() -> str:
+    """The local model's policy: the fast engine when it is installed, else transformers."""
+    from ..engine.openvino import available
+    return "openvino" if available() else "hf"

@@ -1,0 +1,155 @@
+"""The fast CPU generation engine: OpenVINO GenAI's continuous-batching pipeline.
+
+Why this engine (measured on this project's 2-core machines, `benchmarks/engine_speed.py`):
+OpenVINO GenAI generates several times faster than transformers' `generate` at every batch size
+search and GRPO use, installs from PyPI as binary wheels, reads GGUF files itself (no export
+tool, whose pins clash with ours), and batches a whole GRPO step (every group of every prompt)
+in one call. CTranslate2 was slower at batch 16-64; llama-cpp-python has no binary wheel.
+
+The engine runs a GGUF. For the default model that is a GGUF written from the very weights the
+trainer holds (`gguf_write.py`), so trainer and engine share their weights exactly; after a
+training update `load_weights` writes the new weights and reloads (LoRA adapters are not applied
+to a model read from GGUF). Compute runs in FP32 with an FP32 KV cache, so greedy answers match
+transformers' token for token (tests/training/test_engine.py); the default lower precisions
+(bf16 on AVX-512 parts, a u8 KV cache) change answers after a few tokens.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# FP32 compute and KV cache: the engine's samples come from the trainer's own distribution
+EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32",
+         "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
+
+
+class EngineUnavailable(RuntimeError):
+    """OpenVINO GenAI is not installed, or the model is not a GGUF it reads."""
+
+
+def available() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("openvino_genai") is not None
+
+
+@dataclass
+class Sample:
+    """One generated sequence: its token ids, each token's log-probability under the sampler,
+    and why it stopped ("stop" at EOS, "length" at the token limit)."""
+
+    ids: list[int]
+    logprobs: list[float]
+    finish: str
+
+
+class OpenVINOEngine:
+    """Generates from a GGUF with OpenVINO GenAI; `load_weights` swaps in new weights."""
+
+    def __init__(self, gguf: str | Path, threads: int | None = None,
+                 cache_gb: int = 1) -> None:
+        if not available():
+            raise EngineUnavailable("the fast engine needs OpenVINO GenAI: "
+                                    "pip install 'perfgym[local]'")
+        self.threads, self.cache_gb = threads, cache_gb
+        self._owned: Path | None = None  # a GGUF this engine wrote, removed on the next load
+        self._load(Path(gguf))
+
+    def _load(self, gguf: Path) -> None:
+        import openvino_genai as og
+        scheduler = og.SchedulerConfig()
+        scheduler.cache_size = self.cache_gb  # GB of KV cache blocks
+        props: dict[str, Any] = dict(EXACT)
+        if self.threads:
+            props["INFERENCE_NUM_THREADS"] = self.threads
+        try:
+            self.pipe = og.ContinuousBatchingPipeline(str(gguf), scheduler, "CPU", props)
+        except RuntimeError as exc:
+            raise EngineUnavailable(f"OpenVINO GenAI cannot load {gguf}: "
+                                    f"{str(exc).splitlines()[0][:200]}") from None
+        self.gguf = gguf
+
+    def load_weights(self, state: dict[str, Any], template: str | Path) -> None:
+        """Generate from `state` (a transformers Llama state dict, LoRA merged) from now on.
+        `template` is a GGUF of the same architecture that gives everything but the tensors."""
+        from .gguf_write import write_gguf
+        fd, name = tempfile.mkstemp(prefix="perfgym-engine-", suffix=".gguf")
+        os.close(fd)
+        path = write_gguf(state, template, name)
+        old = self._owned
+        self.pipe = None  # free the old model before the new one is compiled
+        self._load(path)
+        self._owned = path
+        if old is not None:
+            old.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self.pipe = None
+        if self._owned is not None:
+            self._owned.unlink(missing_ok=True)
+            self._owned = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def generate(self, prompt_ids: list[list[int]], n: int, max_tokens: int = 512,
+                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                 min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = None,
+                 eos_ids: tuple[int, ...] = (), stop: tuple[str, ...] = (),
+                 grammar: str | None = None) -> list[list[Sample]]:
+        """`n` samples for each prompt (token ids), all prompts in one batch, in prompt order.
+        temperature 0 is greedy. `grammar` (EBNF, xgrammar's dialect) constrains every token."""
+        import numpy as np
+        import openvino as ov
+        import openvino_genai as og
+        configs = []
+        for i in range(len(prompt_ids)):
+            cfg = og.GenerationConfig()
+            cfg.max_new_tokens = max_tokens
+            cfg.apply_chat_template = False  # prompts arrive templated
+            if temperature > 0:
+                cfg.do_sample = True
+                cfg.temperature = temperature
+                cfg.top_p = top_p
+                if top_k:
+                    cfg.top_k = top_k
+                if min_p:
+                    cfg.min_p = min_p
+                cfg.num_return_sequences = n
+                if seed is not None:
+                    cfg.rng_seed = seed + i
+            else:
+                cfg.do_sample = False
+            if repetition_penalty != 1.0:
+                cfg.repetition_penalty = repetition_penalty
+            if eos_ids:
+                cfg.stop_token_ids = set(eos_ids)
+            if stop:
+                cfg.stop_strings = set(stop)
+                cfg.include_stop_str_in_output = True
+            if grammar:
+                cfg.structured_output_config = og.StructuredOutputConfig(grammar=grammar)
+            configs.append(cfg)
+        handles = [self.pipe.add_request(i, ov.Tensor(np.array([ids], dtype=np.int64)), cfg)
+                   for i, (ids, cfg) in enumerate(zip(prompt_ids, configs))]
+        while self.pipe.has_non_finished_requests():
+            self.pipe.step()
+        results = []
+        for handle in handles:
+            outputs = handle.read_all()
+            samples = [Sample(list(o.generated_ids), list(o.generated_log_probs),
+                              _finish(o.finish_reason)) for o in outputs]
+            if temperature <= 0:  # greedy gives one sequence: the same answer n times
+                samples = samples[:1] * n
+            results.append(samples)
+        return results
+
+
+def _finish(reason: Any) -> str:
+    text = str(reason).lower()
+    return "length" if "length" in text else "stop"

@@ -1,0 +1,87 @@
+"""A local model on the fast CPU engine (perfgym.engine.openvino): the default model's policy
+when OpenVINO GenAI is installed (the `local` extra).
+
+The model is what the hf policy takes (a model or adapter directory, a .gguf, or nothing: the
+default model). Its weights are written once as an F16 GGUF beside perfgym's models (the engine
+reads GGUF), keyed by where they came from; prompts go through the tokenizer's chat template
+as in the hf policy, so both policies see the same text and, greedy, give the same answer.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from . import PolicyError
+
+
+def engine_gguf(model_dir: Path, model: Any = None) -> Path:
+    """The F16 GGUF of `model_dir`'s weights (written on first use, then reused)."""
+    from ..engine.gguf_write import GGUFWriteError, write_gguf
+    from ..models import models_dir, shipped_gguf
+    stamp = hashlib.sha256(str(model_dir.resolve()).encode())
+    for f in sorted(model_dir.glob("*.safetensors")):
+        stamp.update(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}".encode())
+    target = models_dir() / "engine" / f"{model_dir.name}-{stamp.hexdigest()[:12]}.gguf"
+    if target.is_file():
+        return target
+    if model is None:
+        from .hf import load_model
+        model, _ = load_model(model_dir)
+    try:
+        return write_gguf(model.state_dict(), shipped_gguf(), target)
+    except GGUFWriteError as exc:
+        raise PolicyError(f"the fast engine serves models of the default model's architecture "
+                          f"({exc}); use --policy hf for this one") from None
+
+
+class OpenVINOPolicy:
+    name = "openvino"
+
+    def __init__(self, model_path: str | Path | None = None, **_: Any) -> None:
+        from ..engine.openvino import EngineUnavailable, OpenVINOEngine, available
+        if not available():
+            raise PolicyError("the openvino policy needs OpenVINO GenAI: "
+                              "pip install 'perfgym[local]'")
+        from transformers import AutoTokenizer
+
+        from ..models import ModelUnavailable, resolve_model
+        try:
+            path = resolve_model(model_path)
+        except ModelUnavailable as exc:
+            raise PolicyError(str(exc)) from None
+        model = None
+        if (path / "adapter_config.json").is_file():  # merged once, as the hf policy does
+            from .hf import load_model
+            model, self.tokenizer = load_model(path)
+        else:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        try:
+            self.engine = OpenVINOEngine(engine_gguf(path, model))
+        except EngineUnavailable as exc:
+            raise PolicyError(str(exc)) from None
+        self.seed = 0  # advanced per call: two calls never repeat each other's samples
+
+    def format(self, prompt: str) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        return prompt
+
+    def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
+        ids = [self.tokenizer(self.format(p))["input_ids"]  # as the hf policy tokenizes
+               for p in prompts]
+        self.seed += 1
+        results = self.engine.generate(
+            ids, n, max_tokens=int(sampling.get("max_tokens", 512)),
+            temperature=float(sampling.get("temperature", 1.0)),
+            top_p=float(sampling.get("top_p") or 1.0), top_k=int(sampling.get("top_k") or 0),
+            min_p=float(sampling.get("min_p") or 0.0),
+            repetition_penalty=float(sampling.get("repetition_penalty") or 1.0),
+            seed=self.seed * 7919, eos_ids=tuple(self._eos()))
+        return [[self.tokenizer.decode(s.ids, skip_special_tokens=True) for s in group]
+                for group in results]
+
+    def _eos(self) -> list[int]:
+        eos = self.tokenizer.eos_token_id
+        return [eos] if eos is not None else []

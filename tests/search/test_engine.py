@@ -1,0 +1,112 @@
+"""The fast CPU engine (OpenVINO GenAI) on the real default model: it writes the model's own
+weights as a GGUF exactly, its greedy answers are transformers' token for token, it follows new
+weights after an update, and as a policy it returns n answers per prompt in order."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers", reason="the local extra is not installed: "
+                    "pip install 'perfgym[local]'")
+pytest.importorskip("openvino_genai", reason="the fast engine is not installed: "
+                    "pip install 'perfgym[local]'")
+pytestmark = pytest.mark.slow
+
+PROMPTS = ["Write a C function that sums an array of doubles.",
+           "Write a fast dgemm in C with OpenMP.",
+           "Transpose a matrix of doubles in C."]
+TOKENS = 48
+
+
+@pytest.fixture(scope="module")
+def default():
+    """(the default model in transformers, its tokenizer, its shipped GGUF)."""
+    from perfgym.models import resolve_model, shipped_gguf
+    from perfgym.policies.hf import load_model
+    model, tokenizer = load_model(resolve_model(None))
+    model.eval()
+    return model, tokenizer, shipped_gguf()
+
+
+def prompt_ids(tokenizer, prompt: str) -> list[int]:
+    text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                         add_generation_prompt=True)
+    return tokenizer(text)["input_ids"]
+
+
+def transformers_greedy(model, ids: list[int]) -> list[int]:
+    import torch
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids),
+                             dtype=torch.long), max_new_tokens=TOKENS, do_sample=False)
+    return out[0, len(ids):].tolist()
+
+
+def engine_greedy(engine, tokenizer, ids: list[int]) -> list[int]:
+    (sample,), = engine.generate([ids], 1, max_tokens=TOKENS, temperature=0,
+                                 eos_ids=(tokenizer.eos_token_id,))
+    return sample.ids
+
+
+def test_the_written_gguf_holds_the_models_own_weights(default):
+    from perfgym.engine.gguf_write import check_mapping
+    model, _, gguf = default
+    # the default model was converted from this GGUF: laid out again, every tensor is the same
+    assert check_mapping(model.state_dict(), gguf) == 0.0
+
+
+def test_greedy_answers_agree_with_transformers_token_for_token(default, tmp_path):
+    from perfgym.engine.openvino import OpenVINOEngine
+    model, tokenizer, gguf = default
+    engine = OpenVINOEngine(gguf)
+    engine.load_weights(model.state_dict(), gguf)
+    for prompt in PROMPTS:
+        ids = prompt_ids(tokenizer, prompt)
+        assert engine_greedy(engine, tokenizer, ids) == transformers_greedy(model, ids), prompt
+    engine.close()
+
+
+def test_the_engine_follows_the_weights_after_an_update(default):
+    """A change the test makes and can see: the engine's greedy answer moves with it, to the
+    answer transformers gives with the same new weights."""
+    import copy
+
+    import torch
+
+    from perfgym.engine.openvino import OpenVINOEngine
+    model, tokenizer, gguf = default
+    engine = OpenVINOEngine(gguf)
+    engine.load_weights(model.state_dict(), gguf)
+    ids = prompt_ids(tokenizer, PROMPTS[0])
+    before = engine_greedy(engine, tokenizer, ids)
+    updated = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # an "update": every attention output projection moves a little
+        for layer in updated.model.layers:
+            w = layer.self_attn.o_proj.weight
+            w.add_(0.02 * torch.randn(w.shape, generator=generator))
+    engine.load_weights(updated.state_dict(), gguf)
+    after = engine_greedy(engine, tokenizer, ids)
+    assert after != before
+    assert after == transformers_greedy(updated, ids)
+    engine.close()
+
+
+def test_the_policy_gives_n_answers_per_prompt_in_order():
+    from perfgym.policies import make_policy
+    policy = make_policy("openvino")
+    out = policy.generate(["Write only the word yes.", "Write a C loop that adds 1 to x[i]."],
+                          3, temperature=0.7, top_p=0.95, max_tokens=24)
+    assert [len(group) for group in out] == [3, 3]
+    assert all(isinstance(text, str) and text for group in out for text in group)
+    assert len(set(out[1])) > 1  # sampled, not one answer repeated
+
+
+def test_sampling_reports_a_log_probability_per_generated_token(default):
+    from perfgym.engine.openvino import OpenVINOEngine
+    _, tokenizer, gguf = default
+    engine = OpenVINOEngine(gguf)
+    (group,) = engine.generate([prompt_ids(tokenizer, PROMPTS[1])], 2, max_tokens=16,
+                               temperature=0.7, top_p=0.95, seed=1)
+    for sample in group:
+        assert len(sample.logprobs) == len(sample.ids) and all(lp <= 0 for lp in sample.logprobs)
+    engine.close()
