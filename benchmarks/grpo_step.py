@@ -2,13 +2,16 @@
 
     python benchmarks/grpo_step.py [--model default|tiny|PATH] [--steps 3] [--G 8] [--groups 2]
                                    [--mode fixed|sqd] [--max-completion-length 200] [--lora]
+                                   [--engine transformers|openvino|both]
 
 `--model default` is the real default model (SmolLM2-135M-Instruct; `PATH` a model directory,
 e.g. the learning curve's SFT model, which writes kernels that compile); `tiny` (the default of
 this script) a tiny model taught to write two real dgemm kernels (built here, cached under
 /tmp/perfgym-bench-coder). Either way the evaluator compiles, runs and times real code. Prints
 the shares of the steps' wall time measured in one run and the process's peak memory. The
-evaluator must not dominate.
+evaluator must not dominate. `--engine both` runs the same steps with TRL's own generation
+and with the fast CPU engine (perfgym.engine, the default model's architecture only), one after
+the other in one run: the step split before and after.
 """
 from __future__ import annotations
 
@@ -31,7 +34,14 @@ def main() -> None:
     ap.add_argument("--max-completion-length", type=int, default=200)
     ap.add_argument("--model", default="tiny", help="default, tiny or a model directory")
     ap.add_argument("--lora", action="store_true", help="train a LoRA adapter (r=16)")
+    ap.add_argument("--engine", default="transformers",
+                    choices=["transformers", "openvino", "both"])
     args = ap.parse_args()
+    for engine in (["transformers", "openvino"] if args.engine == "both" else [args.engine]):
+        run_steps(args, engine)
+
+
+def run_steps(args, engine: str) -> None:
 
     from perfgym.train import grpo
     from perfgym.train.tiny import build_coder_model
@@ -47,7 +57,8 @@ def main() -> None:
                                  steps=args.steps, G=args.G, groups_per_step=args.groups,
                                  max_completion_length=args.max_completion_length,
                                  learning_rate=1e-4, save_steps=10**6, lora=args.lora,
-                                 templates=str(templates) if templates else None)
+                                 templates=str(templates) if templates else None,
+                                 engine=engine)
     run = grpo.build(settings)
     spent = {"generate": 0.0, "evaluate": 0.0}
 
@@ -68,10 +79,15 @@ def main() -> None:
     update = total - spent["generate"] - spent["evaluate"]
     n = args.steps * args.G * args.groups
     print(f"{args.steps} GRPO steps ({args.mode} mode, {args.groups} prompts x G={args.G}, "
-          f"{n} completions) in {total:.1f} s, {total / args.steps:.2f} s per step")
+          f"{n} completions, generation: {engine}) in {total:.1f} s, "
+          f"{total / args.steps:.2f} s per step")
     for name, seconds in (("generate", spent["generate"]), ("evaluate", spent["evaluate"]),
                           ("update and the rest", update)):
         print(f"  {name:20s} {seconds:7.2f} s  {100 * seconds / total:5.1f}%")
+    if engine == "openvino":
+        r = run.rollout.seconds
+        print(f"  (of generate: writing and loading the new weights {r['sync']:.2f} s, "
+              f"generating {r['generate']:.2f} s)")
     statuses = {}
     for s in run.reward.step_stats:
         for k, v in s["statuses"].items():

@@ -831,6 +831,9 @@ def train_grpo(
     lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj"),
     vllm: Optional[str] = typer.Option(None, help="server or colocate (fixed mode)"),
     vllm_server_url: Optional[str] = typer.Option(None),
+    engine: Optional[str] = typer.Option(None, help="fixed mode's generation: openvino (the "
+                                         "fast CPU engine) or transformers (default: openvino "
+                                         "for the default model when installed)"),
     save_steps: int = typer.Option(50),
     templates: Optional[Path] = typer.Option(None, help="prompt template directory"),
     sizes: Optional[str] = typer.Option(None, help="reward on a size set of the task: default "
@@ -843,6 +846,10 @@ def train_grpo(
     from .train import grpo
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    if engine is None:
+        from .engine.openvino import available
+        engine = ("openvino" if available() and mode == "fixed" and vllm is None
+                  and model_path is None else "transformers")
     settings = grpo.GRPOSettings(
         model_path=str(model_path) if model_path else None, task=task, mode=mode, output_dir=str(output_dir),
         steps=steps, G=g, groups_per_step=groups_per_step, fixed_prompts=fixed_prompts,
@@ -850,7 +857,7 @@ def train_grpo(
         max_completion_length=max_completion_length, temperature=temperature, top_k=top_k,
         top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
         lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
-        vllm_server_url=vllm_server_url, save_steps=save_steps,
+        vllm_server_url=vllm_server_url, engine=engine, save_steps=save_steps,
         templates=str(templates) if templates else None, sizes=sizes)
     run = grpo.train(settings, resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}

@@ -101,9 +101,10 @@ class OpenVINOEngine:
                  temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = None,
                  eos_ids: tuple[int, ...] = (), stop: tuple[str, ...] = (),
-                 grammar: str | None = None) -> list[list[Sample]]:
+                 grammar: str | None = None, ignore_eos: bool = False) -> list[list[Sample]]:
         """`n` samples for each prompt (token ids), all prompts in one batch, in prompt order.
-        temperature 0 is greedy. `grammar` (EBNF, xgrammar's dialect) constrains every token."""
+        temperature 0 is greedy. `grammar` (EBNF, xgrammar's dialect) constrains every token;
+        `ignore_eos` generates `max_tokens` every time (benchmarks)."""
         import numpy as np
         import openvino as ov
         import openvino_genai as og
@@ -127,7 +128,9 @@ class OpenVINOEngine:
                 cfg.do_sample = False
             if repetition_penalty != 1.0:
                 cfg.repetition_penalty = repetition_penalty
-            if eos_ids:
+            if ignore_eos:
+                cfg.ignore_eos = True
+            elif eos_ids:
                 cfg.stop_token_ids = set(eos_ids)
             if stop:
                 cfg.stop_strings = set(stop)

@@ -65,6 +65,9 @@ class GRPOSettings:
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     # TRL's default trades compute for memory; a small model on a CPU has memory to spare
     gradient_checkpointing: bool = True
+    # fixed mode's generation: "transformers" (TRL's own), or "openvino": the fast CPU engine
+    # (perfgym.engine), the whole step in one call from the trainer's current weights
+    engine: str = "transformers"
     vllm: str | None = None  # None: transformers generation; "server" or "colocate"
     vllm_server_url: str | None = None
     save_steps: int = 50
@@ -88,6 +91,11 @@ class GRPOSettings:
             raise ValueError("vllm is 'server' or 'colocate' (or unset)")
         if not (0.0 < self.top_p <= 1.0 and 0.0 <= self.min_p < 1.0 and self.top_k >= 0):
             raise ValueError("top_p is in (0, 1], min_p in [0, 1), top_k >= 0")
+        if self.engine not in ("transformers", "openvino"):
+            raise ValueError(f"engine {self.engine!r} is not 'transformers' or 'openvino'")
+        if self.engine == "openvino" and (self.mode != "fixed" or self.vllm):
+            raise ValueError("the openvino engine generates fixed mode's rollouts (not sqd "
+                             "mode's, and not beside vLLM)")
         if self.mode == "sqd" and self.vllm:
             raise ValueError("sqd mode generates in its rollout function with the trained "
                              "model; vLLM generation applies to fixed mode")
@@ -243,7 +251,7 @@ def _chat(tokenizer: Any, prompt: str) -> str:
 class GRPORun:
     trainer: Any
     reward: PerfgymReward
-    rollout: SQDRollout | None
+    rollout: Any  # SQDRollout, EngineRollout or None (TRL's own generation)
     store: RunStore
 
 
@@ -288,6 +296,13 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
                                                   override_dir=templates, config=eval_config))
         prompts = [prompt] * settings.fixed_prompts
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
+        if settings.engine == "openvino":
+            from ..models import shipped_gguf
+            from .engine_rollout import EngineRollout
+            rollout = EngineRollout(str(shipped_gguf()), settings.G,
+                                    settings.max_completion_length, settings.temperature,
+                                    settings.top_k, settings.top_p, settings.min_p,
+                                    seed=settings.seed)
     else:
         engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
                         templates=Path(settings.templates) if settings.templates else None,
