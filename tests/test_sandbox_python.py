@@ -92,7 +92,9 @@ def test_a_user_site_in_a_private_home(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_the_system_interpreter(tmp_path):
+def system_python() -> Path:
+    """/usr/bin/python3, skipping the test when it is absent or another Python version (the
+    installed packages would not load in it)."""
     system = Path("/usr/bin/python3")
     if not system.exists():
         pytest.skip("no /usr/bin/python3 on this machine")
@@ -101,6 +103,11 @@ def test_the_system_interpreter(tmp_path):
     if same != str(sys.version_info[:2]):
         pytest.skip(f"/usr/bin/python3 is {same}, this one {sys.version_info[:2]}: the "
                     "installed packages would not load in it")
+    return system
+
+
+def test_the_system_interpreter(tmp_path):
+    system = system_python()
     r = run_probe(str(system), ["numpy"], {"PYTHONPATH": ":".join(HERE_PATHS)})
     assert r.returncode == 0, r.stdout + r.stderr
 

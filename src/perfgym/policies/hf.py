@@ -33,6 +33,15 @@ class CompletionRepetitionPenalty:
         return scores.scatter(1, generated, picked)
 
 
+def chat_text(tokenizer: Any, prompt: str) -> str:
+    """The prompt as the model sees it: through the tokenizer's chat template when it has one
+    (shared by every local policy, so they all see the same text)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                             tokenize=False, add_generation_prompt=True)
+    return prompt
+
+
 def load_model(model_path: str | Path | None) -> tuple[Any, Any]:
     """(model, tokenizer) for a model directory, an adapter directory, a .gguf or None."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -79,10 +88,7 @@ class HFPolicy:
         self.tokenizer.padding_side = "left"  # generation continues on the right
 
     def format(self, prompt: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-        return prompt
+        return chat_text(self.tokenizer, prompt)
 
     def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
         import torch

@@ -63,10 +63,8 @@ class OpenVINOPolicy:
         self.seed = 0  # advanced per call: two calls never repeat each other's samples
 
     def format(self, prompt: str) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-        return prompt
+        from .hf import chat_text
+        return chat_text(self.tokenizer, prompt)
 
     def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
         ids = [self.tokenizer(self.format(p))["input_ids"]  # as the hf policy tokenizes
