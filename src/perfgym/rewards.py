@@ -22,22 +22,33 @@ TIERED_PENALTY = {
 }
 
 
-def tiered(group: Sequence[Outcome]) -> list[float]:
+def penalty(o: Outcome, opened: bool = False) -> float:
+    """The tiered penalty of a failed Outcome. In an opened answer (perfgym.opening) perfgym
+    wrote the fence and the signature, so the answer parses by construction: its parse tier is
+    not the model's to earn, and a compile error pays no more than a format error."""
+    if opened and o.status is Status.COMPILE_ERROR:
+        return TIERED_PENALTY[Status.FORMAT_ERROR]
+    return TIERED_PENALTY[o.status]
+
+
+def tiered(group: Sequence[Outcome], opened: bool = False) -> list[float]:
     """Penalty for failures, GFLOP/s for successes (seed 000 experiment 1)."""
-    return [(o.gflops or 0.0) if o.ok else TIERED_PENALTY[o.status] for o in group]
+    return [(o.gflops or 0.0) if o.ok else penalty(o, opened) for o in group]
 
 
-def group_normalized(group: Sequence[Outcome]) -> list[float]:
+def group_normalized(group: Sequence[Outcome], opened: bool = False) -> list[float]:
     """Penalty for failures, GFLOP/s / best GFLOP/s in the group x 100 for successes (seed 000
     experiment 2: keeps the signal in stages where absolute performance is low)."""
     best = max((o.gflops or 0.0 for o in group if o.ok), default=0.0)
     # the ratio first: (g / g) * 100 is exactly 100, 100 * g / g need not be (g = 84.43...)
     return [(100.0 * ((o.gflops or 0.0) / best) if best > 0 else 0.0) if o.ok
-            else TIERED_PENALTY[o.status] for o in group]
+            else penalty(o, opened) for o in group]
 
 
-def weighted(group: Sequence[Outcome]) -> list[float]:
-    """0.4 compiles + 0.4 correct + 0.2 faster than the baseline (seed 001)."""
+def weighted(group: Sequence[Outcome], opened: bool = False) -> list[float]:
+    """0.4 compiles + 0.4 correct + 0.2 faster than the baseline (seed 001). It has no parse
+    term to withhold from an opened answer; an opened answer whose body holds no statement is
+    not joined (opening.full_answer), so an empty body never earns "compiles"."""
     compiled_statuses = {Status.TIMEOUT, Status.RUNTIME_ERROR, Status.WRONG_ANSWER, Status.OK}
     return [0.4 * (o.status in compiled_statuses) + 0.4 * o.ok + 0.2 * faster(o) for o in group]
 
@@ -49,14 +60,14 @@ def faster(o: Outcome) -> bool:
     return (o.speedup_low if o.speedup_low is not None else o.speedup) > 1.0
 
 
-def log_speedup(group: Sequence[Outcome]) -> list[float]:
+def log_speedup(group: Sequence[Outcome], opened: bool = False) -> list[float]:
     """log2 of the speedup over the baseline for successes; tiered penalty / 10 for failures,
     so failures stay below any working kernel slower than 2^-10 of the baseline."""
     return [math.log2(o.speedup) if o.ok and o.speedup else
-            (0.0 if o.ok else TIERED_PENALTY[o.status] / 10.0) for o in group]
+            (0.0 if o.ok else penalty(o, opened) / 10.0) for o in group]
 
 
-SCHEMES: dict[str, Callable[[Sequence[Outcome]], list[float]]] = {
+SCHEMES: dict[str, Callable[..., list[float]]] = {
     "tiered": tiered,
     "group_normalized": group_normalized,
     "weighted": weighted,
@@ -73,12 +84,15 @@ def refused(o: Outcome, refuse_disturbed: bool = True) -> bool:
             or (refuse_disturbed and o.disturbed is not None))
 
 
-def score(scheme: str, group: Sequence[Outcome], refuse_disturbed: bool = True) -> list[float]:
+def score(scheme: str, group: Sequence[Outcome], refuse_disturbed: bool = True,
+          opened: bool = False) -> list[float]:
     """Rewards for `group`; a refused Outcome gets NaN (no reward: nothing to learn from) and
     is left out of the group the others are scored in. Disturbed timings are refused unless
     `refuse_disturbed` is False: a sample left out costs a training step less than a wrong
-    ranking, and they are rare (a disturbed run is repeated twice before it is flagged)."""
+    ranking, and they are rare (a disturbed run is repeated twice before it is flagged).
+    `opened`: the group's answers were opened by perfgym (penalty)."""
     if scheme not in SCHEMES:
         raise ValueError(f"reward scheme {scheme!r} is not one of {', '.join(SCHEMES)}")
-    judged = iter(SCHEMES[scheme]([o for o in group if not refused(o, refuse_disturbed)]))
+    judged = iter(SCHEMES[scheme]([o for o in group if not refused(o, refuse_disturbed)],
+                                  opened=opened))
     return [math.nan if refused(o, refuse_disturbed) else next(judged) for o in group]

@@ -105,6 +105,15 @@ class OpenVINOEngine:
         """`n` samples for each prompt (token ids), all prompts in one batch, in prompt order.
         temperature 0 is greedy. `grammar` (EBNF, xgrammar's dialect) constrains every token;
         `ignore_eos` generates `max_tokens` every time (benchmarks)."""
+        if grammar and n > 1 and temperature > 0:
+            # GenAI 2026.4 constrains only the first sequence of a request that asks for
+            # several (measured: the others leave the grammar), so each sample is a request
+            flat = self.generate([ids for ids in prompt_ids for _ in range(n)], 1, max_tokens,
+                                 temperature, top_p, top_k, min_p, repetition_penalty,
+                                 None if seed is None else seed * 1009, eos_ids, stop,
+                                 grammar, ignore_eos)
+            return [[group[0] for group in flat[i * n:(i + 1) * n]]
+                    for i in range(len(prompt_ids))]
         import numpy as np
         import openvino as ov
         import openvino_genai as og

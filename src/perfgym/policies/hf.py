@@ -33,13 +33,20 @@ class CompletionRepetitionPenalty:
         return scores.scatter(1, generated, picked)
 
 
-def chat_text(tokenizer: Any, prompt: str) -> str:
+def chat_text(tokenizer: Any, prompt: str, opening: str | None = None) -> str:
     """The prompt as the model sees it: through the tokenizer's chat template when it has one
-    (shared by every local policy, so they all see the same text)."""
+    (shared by every local policy, search and training, so they all see the same text). An
+    `opening` (perfgym.opening) is the start of the assistant's answer, continued by the
+    model (transformers' continue_final_message)."""
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                             tokenize=False, add_generation_prompt=True)
-    return prompt
+        messages = [{"role": "user", "content": prompt}]
+        if opening:
+            return tokenizer.apply_chat_template(
+                messages + [{"role": "assistant", "content": opening}], tokenize=False,
+                continue_final_message=True)
+        return tokenizer.apply_chat_template(messages, tokenize=False,
+                                             add_generation_prompt=True)
+    return prompt + "\n" + (opening or "")
 
 
 def load_model(model_path: str | Path | None) -> tuple[Any, Any]:
@@ -87,13 +94,18 @@ class HFPolicy:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"  # generation continues on the right
 
-    def format(self, prompt: str) -> str:
-        return chat_text(self.tokenizer, prompt)
+    def format(self, prompt: str, opening: str | None = None) -> str:
+        return chat_text(self.tokenizer, prompt, opening)
 
-    def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
+    def generate(self, prompts: list[str], n: int, openings: list[str | None] | None = None,
+                 **sampling: Any) -> list[list[str]]:
+        """n completions per prompt: what the model wrote after each prompt's opening."""
         import torch
         from transformers import LogitsProcessorList
-        flat = [self.format(p) for p in prompts for _ in range(n)]
+
+        from ..opening import STOP, closed
+        openings = openings or [None] * len(prompts)
+        flat = [self.format(p, o) for p, o in zip(prompts, openings) for _ in range(n)]
         texts: list[str] = []
         temperature = float(sampling.get("temperature", 1.0))
         options: dict[str, Any] = {"do_sample": temperature > 0}
@@ -101,6 +113,8 @@ class HFPolicy:
             options.update(temperature=temperature, top_p=float(sampling.get("top_p") or 1.0),
                            top_k=int(sampling.get("top_k") or 0),  # 0: off
                            min_p=float(sampling.get("min_p") or 0.0) or None)
+        if any(openings):  # the body ends at the entry's closing brace
+            options.update(stop_strings=list(STOP), tokenizer=self.tokenizer)
         penalty = float(sampling.get("repetition_penalty") or 1.0)
         for start in range(0, len(flat), self.batch_size):
             batch = self.tokenizer(flat[start:start + self.batch_size], return_tensors="pt",
@@ -115,4 +129,6 @@ class HFPolicy:
                     **options)
             new = out[:, prompt_length:]
             texts += self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        texts = [closed(t) if o else t for t, o in zip(texts, (o for o in openings
+                                                                for _ in range(n)))]
         return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]

@@ -6,6 +6,12 @@ returns fewer than n choices (some ignore `n`), the rest are asked for at once, 
 each, within the same concurrency limit. A request the server refuses (a 400: a prompt past the
 context, a parameter it rejects) fails only its own candidates: they get an answer that says so
 and score as a format error; the run goes on.
+
+An opened answer (perfgym.opening) is a prefill. With a tokenizer (`tokenizer`: a path; by
+default the model's name when it is a local directory, as `transformers serve` and vLLM are
+given one) the policy renders the chat template itself, appends the opening and asks the legacy
+completions endpoint, which every server here has. Without one it sends the opening as a last
+assistant message with vLLM's and SGLang's `continue_final_message`.
 """
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ class OpenAIPolicy:
 
     def __init__(self, model: str | None = None, base_url: str | None = None,
                  api_key: str | None = None, concurrency: int = 8, max_retries: int = 5,
-                 timeout: float = 600.0, system_prompt: str | None = None, **_: Any) -> None:
+                 timeout: float = 600.0, system_prompt: str | None = None,
+                 tokenizer: str | None = None, **_: Any) -> None:
         try:
             import openai  # noqa: F401
         except ImportError:
@@ -36,56 +43,89 @@ class OpenAIPolicy:
         self.concurrency, self.max_retries, self.timeout = concurrency, max_retries, timeout
         self.system_prompt = system_prompt
         self.extras_refused = False  # the server rejected top_k/min_p/repetition_penalty once
+        self.tokenizer_path = tokenizer or (self.model if os.path.isdir(self.model) else None)
+        self._tokenizer = None
 
-    def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
-        return asyncio.run(self._generate_all(prompts, n, sampling))
+    def _render(self, prompt: str, opening: str) -> str | None:
+        """The prompt as the model sees it, opened; None without a tokenizer to render it."""
+        if self.tokenizer_path is None:
+            return None
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path)
+        from .hf import chat_text
+        return chat_text(self._tokenizer, prompt, opening)
 
-    async def _generate_all(self, prompts: list[str], n: int,
-                            sampling: dict[str, Any]) -> list[list[str]]:
+    def generate(self, prompts: list[str], n: int, openings: list[str | None] | None = None,
+                 **sampling: Any) -> list[list[str]]:
+        """n completions per prompt: what the model wrote after each prompt's opening."""
+        return asyncio.run(self._generate_all(prompts, n, sampling,
+                                              openings or [None] * len(prompts)))
+
+    async def _generate_all(self, prompts: list[str], n: int, sampling: dict[str, Any],
+                            openings: list[str | None]) -> list[list[str]]:
         from openai import AsyncOpenAI
         client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0,
                              timeout=self.timeout)
         limit = asyncio.Semaphore(self.concurrency)
         try:
             return list(await asyncio.gather(
-                *(self._one_prompt(client, limit, p, n, sampling) for p in prompts)))
+                *(self._one_prompt(client, limit, p, n, sampling, o)
+                  for p, o in zip(prompts, openings))))
         finally:
             await client.close()
 
     async def _one_prompt(self, client, limit, prompt: str, n: int,
-                          sampling: dict[str, Any]) -> list[str]:
-        texts = await self._request(client, limit, prompt, n, sampling)
+                          sampling: dict[str, Any], opening: str | None = None) -> list[str]:
+        if opening:
+            from ..opening import STOP
+            sampling = {**sampling, "stop": list(STOP)}
+        texts = await self._request(client, limit, prompt, n, sampling, opening)
         while len(texts) < n:  # the server ignored n: the rest concurrently, one each
             # each with a seed of its own unless one was given: a server that seeds every
             # request alike (transformers serve) would answer the same prompt the same way
             more = await asyncio.gather(*(self._request(
                 client, limit, prompt, 1,
-                sampling if "seed" in sampling else {**sampling, "seed": random.getrandbits(31)})
-                for _ in range(n - len(texts))))
+                sampling if "seed" in sampling else {**sampling, "seed": random.getrandbits(31)},
+                opening) for _ in range(n - len(texts))))
             if not any(more):
                 raise PolicyError(f"{self.base_url or 'the API'} returned no choices")
             texts += [t for batch in more for t in batch]
         return texts[:n]
 
     async def _request(self, client, limit, prompt: str, n: int,
-                       sampling: dict[str, Any]) -> list[str]:
+                       sampling: dict[str, Any], opening: str | None = None) -> list[str]:
         import openai
         messages = ([{"role": "system", "content": self.system_prompt}]
                     if self.system_prompt else []) + [{"role": "user", "content": prompt}]
+        rendered = self._render(prompt, opening) if opening else None
         params = {k: v for k, v in sampling.items()
                   if k in ("temperature", "top_p", "max_tokens", "seed", "stop") and v is not None}
         # not in OpenAI's API; vLLM, SGLang, llama.cpp and transformers serve read them
         extra = {k: v for k, v in sampling.items()  # only those switched on (0 and 1.0: off)
                  if k in ("top_k", "min_p", "repetition_penalty") and v
                  and not (k == "repetition_penalty" and v == 1.0)}
+        if opening and rendered is None:  # the server continues the assistant's message
+            messages.append({"role": "assistant", "content": opening})
+            extra.update(continue_final_message=True, add_generation_prompt=False)
         if extra and not self.extras_refused:
             params["extra_body"] = extra
         for attempt in range(self.max_retries + 1):
             try:
                 async with limit:
-                    reply = await client.chat.completions.create(
-                        model=self.model, messages=messages, n=n, **params)
-                return [c.message.content or "" for c in reply.choices]
+                    if rendered is not None:
+                        reply = await client.completions.create(
+                            model=self.model, prompt=rendered, n=n, **params)
+                        texts = [(c.text or "", c.finish_reason) for c in reply.choices]
+                    else:
+                        reply = await client.chat.completions.create(
+                            model=self.model, messages=messages, n=n, **params)
+                        texts = [(c.message.content or "", c.finish_reason)
+                                 for c in reply.choices]
+                if opening:
+                    from ..opening import closed
+                    return [closed(t, reason == "stop") for t, reason in texts]
+                return [t for t, _ in texts]
             except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                     openai.APIConnectionError) as exc:
                 if attempt == self.max_retries:

@@ -62,13 +62,19 @@ class OpenVINOPolicy:
             raise PolicyError(str(exc)) from None
         self.seed = 0  # advanced per call: two calls never repeat each other's samples
 
-    def format(self, prompt: str) -> str:
+    def format(self, prompt: str, opening: str | None = None) -> str:
         from .hf import chat_text
-        return chat_text(self.tokenizer, prompt)
+        return chat_text(self.tokenizer, prompt, opening)
 
-    def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]:
-        ids = [self.tokenizer(self.format(p))["input_ids"]  # as the hf policy tokenizes
-               for p in prompts]
+    def generate(self, prompts: list[str], n: int, openings: list[str | None] | None = None,
+                 **sampling: Any) -> list[list[str]]:
+        """n completions per prompt: what the model wrote after each prompt's opening. The
+        sampling key `grammar` (True) constrains an opened answer's body (opening.GRAMMAR)."""
+        from ..opening import GRAMMAR, STOP, closed
+        openings = openings or [None] * len(prompts)
+        ids = [self.tokenizer(self.format(p, o))["input_ids"]  # as the hf policy tokenizes
+               for p, o in zip(prompts, openings)]
+        opened = any(openings)
         self.seed += 1
         results = self.engine.generate(
             ids, n, max_tokens=int(sampling.get("max_tokens", 512)),
@@ -76,9 +82,11 @@ class OpenVINOPolicy:
             top_p=float(sampling.get("top_p") or 1.0), top_k=int(sampling.get("top_k") or 0),
             min_p=float(sampling.get("min_p") or 0.0),
             repetition_penalty=float(sampling.get("repetition_penalty") or 1.0),
-            seed=self.seed * 7919, eos_ids=tuple(self._eos()))
-        return [[self.tokenizer.decode(s.ids, skip_special_tokens=True) for s in group]
-                for group in results]
+            seed=self.seed * 7919, eos_ids=tuple(self._eos()), stop=STOP if opened else (),
+            grammar=GRAMMAR if opened and sampling.get("grammar") else None)
+        texts = [[self.tokenizer.decode(s.ids, skip_special_tokens=True) for s in group]
+                 for group in results]
+        return [[closed(t) if o else t for t in group] for group, o in zip(texts, openings)]
 
     def _eos(self) -> list[int]:
         eos = self.tokenizer.eos_token_id

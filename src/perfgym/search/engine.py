@@ -18,6 +18,7 @@ from ..multisize import evaluate_folded
 from ..backends import backend_for
 from ..outcome import Outcome
 from ..policies import Policy
+from ..opening import answer_start, full_answer
 from ..prompts import expand_prompt
 from ..rewards import score
 from ..store import Candidate, RunStore
@@ -74,6 +75,9 @@ class Engine:
     sizes: list[dict[str, int]] | None = None
     memory: Any = None  # a memory.KernelMemory: verified kernels of other tasks for prompts
     memory_k: int = 3  # how many of them a prompt shows
+    # perfgym opens each answer (fence, includes, the entry's signature) and the model writes
+    # the body (perfgym.opening): the policy gets the opening, the store the joined answer
+    answer_start: bool = False
 
     def __post_init__(self) -> None:
         # a resumed run continues the policy where the stored candidates left it
@@ -141,7 +145,13 @@ class Engine:
                 self._generate(all_prompts[start:start + per_call], n, by_prompt)
 
     def _generate(self, prompts: list[str], n: int, by_prompt: dict[str, list[Step]]) -> None:
-        completions = self.policy.generate(prompts, n, **self.sampling)
+        opening = answer_start(self.task) if self.answer_start else None
+        if opening:
+            completions = [[full_answer(opening, t) for t in texts] for texts in
+                           self.policy.generate(prompts, n, openings=[opening] * len(prompts),
+                                                **self.sampling)]
+        else:
+            completions = self.policy.generate(prompts, n, **self.sampling)
         # the completions and the policy's state after them are stored together: a kill
         # between the two would hand the stored completions out again on resume
         with self.store.transaction():
@@ -173,5 +183,5 @@ class Engine:
             groups[s.group].append(self.store.by_slot(s.slot))
         for members in groups.values():
             outcomes = [Outcome.from_dict(c.outcome) for c in members]
-            for c, r in zip(members, score(self.reward, outcomes)):
+            for c, r in zip(members, score(self.reward, outcomes, opened=self.answer_start)):
                 self.store.set_reward(c.id, r)

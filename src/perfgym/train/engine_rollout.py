@@ -43,11 +43,12 @@ class EngineRollout:
 
     def __init__(self, template_gguf: str, G: int, max_new_tokens: int, temperature: float,
                  top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, seed: int = 0,
-                 extra_fields=None) -> None:
+                 extra_fields=None, stop: tuple[str, ...] = ()) -> None:
         self.template = template_gguf
         self.G, self.max_new_tokens = G, max_new_tokens
         self.temperature, self.top_k, self.top_p, self.min_p = temperature, top_k, top_p, min_p
         self.seed = seed
+        self.stop = stop  # opened answers end at the entry's closing brace (opening.STOP)
         self.engine: OpenVINOEngine | None = None
         self.synced_step: int | None = None
         self.extra_fields = extra_fields  # (prompt texts) -> dict of per-completion fields
@@ -78,7 +79,8 @@ class EngineRollout:
             ids, self.G, max_tokens=self.max_new_tokens, temperature=self.temperature,
             top_p=self.top_p, top_k=self.top_k, min_p=self.min_p,
             seed=self.seed * 100003 + self.calls * 7919,
-            eos_ids=(tokenizer.eos_token_id,) if tokenizer.eos_token_id is not None else ())
+            eos_ids=(tokenizer.eos_token_id,) if tokenizer.eos_token_id is not None else (),
+            stop=self.stop)
         self.seconds["generate"] += time.monotonic() - started
         prompt_ids, completion_ids, logprobs = [], [], []
         for group_ids, group in zip(ids, groups):

@@ -23,7 +23,9 @@ from typing import Any
 from ..config import EvalConfig
 from ..multisize import evaluate_folded
 from ..outcome import Outcome, Status
-from ..prompts import generate_prompt
+from ..backends import backend_for
+from ..opening import STOP, answer_start, full_answer
+from ..prompts import expand_prompt, generate_prompt
 from ..rewards import score
 from ..search.engine import Engine
 from ..search.sqd import SQDConfig
@@ -37,7 +39,7 @@ TESTED_TRL = "1.16.0"
 @dataclass
 class GRPOSettings:
     model_path: str | None  # None: the default model
-    task: str = "dgemm"
+    task: str = "dgemm"  # fixed mode may name several, comma-separated: prompts cycle over them
     mode: str = "fixed"  # fixed | sqd
     output_dir: str = "runs/grpo"
     steps: int = 200
@@ -76,6 +78,10 @@ class GRPOSettings:
     sqd_ratios: tuple[float, float, float] = (0.4, 0.3, 0.3)
     sqd_stages: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
     templates: str | None = None  # a directory of prompt templates overriding ours
+    # fixed mode's prompt: "generate" from the task alone, or "improve" the task's naive
+    # kernel (what a search asks first); answer_start: perfgym opens each answer (opening.py)
+    prompt_op: str = "generate"
+    answer_start: bool = False
     eval_overrides: dict[str, Any] = field(default_factory=dict)
     sizes: str | None = None  # judge on the task's "train" (or "default") size set, folded
 
@@ -83,6 +89,10 @@ class GRPOSettings:
         if self.sizes not in (None, "default", "train"):
             raise ValueError(f"sizes {self.sizes!r} is not 'default' or 'train' (held-out sizes "
                              "are for judging the trained model)")
+        if self.prompt_op not in ("generate", "improve"):
+            raise ValueError(f"prompt_op {self.prompt_op!r} is not 'generate' or 'improve'")
+        if self.mode == "sqd" and ("," in self.task or self.answer_start):
+            raise ValueError("sqd mode trains on one task and does not open answers")
         if self.mode not in ("fixed", "sqd"):
             raise ValueError(f"mode {self.mode!r} is not 'fixed' or 'sqd'")
         if self.G < 2:
@@ -115,8 +125,11 @@ class PerfgymReward:
 
     def __init__(self, task: Task, store: RunStore, eval_config: EvalConfig, scheme: str,
                  G: int, stage: int | None = None,
-                 sizes: list[dict[str, int]] | None = None) -> None:
+                 sizes: list[dict[str, int]] | None = None,
+                 prompts: dict[str, tuple[Task, str | None]] | None = None) -> None:
         self.sizes = sizes  # None: the default size; else each completion's folded Outcome
+        # several tasks (fixed mode): each prompt text's task and opening (None: not opened)
+        self.prompts = prompts or {}
         self.__name__ = f"perfgym_{scheme}"  # TRL logs rewards under the function's name
         self.task, self.store, self.eval_config = task, store, eval_config
         self.scheme, self.G, self.stage = scheme, G, stage
@@ -138,11 +151,19 @@ class PerfgymReward:
         ops = kwargs.get("op") or ["generate"] * n
         iterations = kwargs.get("iteration") or [step] * n
 
-        outcomes = evaluate_folded(self.task, [(t, self.eval_config.replace(stage=s))
-                                               for t, s in zip(texts, stages)], self.sizes)
+        tasks = [self.prompts.get(p, (self.task, None)) for p in prompt_texts]
+        texts = [full_answer(opening, t) for t, (_, opening) in zip(texts, tasks)]
+        outcomes: list[Outcome | None] = [None] * n
+        for task in {t.name: t for t, _ in tasks}.values():  # one evaluation batch per task
+            mine = [i for i in range(n) if tasks[i][0].name == task.name]
+            judged = evaluate_folded(task, [(texts[i], self.eval_config.replace(stage=stages[i]))
+                                            for i in mine], self.sizes)
+            for i, o in zip(mine, judged):
+                outcomes[i] = o
         rewards: list[float] = []
         for g in range(0, n, self.G):  # consecutive completions of one prompt form a group
-            rewards += neutral_for_refused(score(self.scheme, outcomes[g:g + self.G]))
+            rewards += neutral_for_refused(score(self.scheme, outcomes[g:g + self.G],
+                                                 opened=tasks[g][1] is not None))
         for i, (o, r) in enumerate(zip(outcomes, rewards)):
             if self.store.by_slot(slots[i]) is None:  # a resumed step may repeat a slot
                 cid = self.store.add_pending(slots[i], iterations[i], stages[i], parents[i],
@@ -240,11 +261,30 @@ class SQDRollout:
                 **extra}
 
 
-def _chat(tokenizer: Any, prompt: str) -> str:
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                             tokenize=False, add_generation_prompt=True)
-    return prompt + "\n"
+def _chat(tokenizer: Any, prompt: str, opening: str | None = None) -> str:
+    from ..policies.hf import chat_text  # what search's local policies send, too
+    return chat_text(tokenizer, prompt, opening)
+
+
+def fixed_prompts(settings: GRPOSettings, tokenizer: Any, machine: dict[str, Any],
+                  config: EvalConfig) -> dict[str, tuple[Task, str | None]]:
+    """Fixed mode's prompt texts (chat-templated, opened when asked), each with its task and
+    opening, in the order the dataset cycles through them."""
+    templates = Path(settings.templates) if settings.templates else None
+    prompts: dict[str, tuple[Task, str | None]] = {}
+    for name in [t.strip() for t in settings.task.split(",") if t.strip()]:
+        task = get_task(name)
+        if settings.prompt_op == "improve":
+            seed = backend_for(task).baseline_candidate(task, config)[0]
+            text = expand_prompt(task, "improve", seed, {"status": "OK", "message":
+                                 f"the task's {backend_for(task).baseline_label} kernel"}, settings.stage, machine, override_dir=templates,
+                                 config=config)
+        else:
+            text = generate_prompt(task, settings.stage, machine, override_dir=templates,
+                                   config=config)
+        opening = answer_start(task) if settings.answer_start else None
+        prompts[_chat(tokenizer, text, opening)] = (task, opening)
+    return prompts
 
 
 @dataclass
@@ -266,7 +306,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         import warnings
         warnings.warn(f"perfgym's GRPO adapter is tested with trl {TESTED_TRL}; "
                       f"this is trl {trl.__version__}")
-    task = get_task(settings.task)
+    task = get_task(settings.task.split(",")[0].strip())
     if model is None:  # an absolute path: the adapter records it as its base model
         from ..models import resolve_model
         settings.model_path = str(resolve_model(settings.model_path))
@@ -291,10 +331,9 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
                            size_set)
     rollout = None
     if settings.mode == "fixed":
-        templates = Path(settings.templates) if settings.templates else None
-        prompt = _chat(tokenizer, generate_prompt(task, settings.stage, machine,
-                                                  override_dir=templates, config=eval_config))
-        prompts = [prompt] * settings.fixed_prompts
+        reward.prompts = fixed_prompts(settings, tokenizer, machine, eval_config)
+        texts = list(reward.prompts)
+        prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
         if settings.engine == "openvino":
             from ..models import shipped_gguf
@@ -302,7 +341,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
             rollout = EngineRollout(str(shipped_gguf()), settings.G,
                                     settings.max_completion_length, settings.temperature,
                                     settings.top_k, settings.top_p, settings.min_p,
-                                    seed=settings.seed)
+                                    seed=settings.seed,
+                                    stop=STOP if settings.answer_start else ())
     else:
         engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
                         templates=Path(settings.templates) if settings.templates else None,

@@ -24,6 +24,15 @@ class CBackend(Backend):
     source = cbuild.C  # how the kernel's language is built
     headers = ALLOWED_HEADERS  # the system headers a kernel may include
 
+    opening_headers = ("math.h", "omp.h")  # what an opened answer includes for the model
+
+    def answer_start(self, task) -> str:
+        # ends on the brace, not after it: the model's own next token is "\n" plus the body's
+        # indentation in one piece, which an opening ending in "{\n" would split (measured: the
+        # default model then writes #define lines instead of a body)
+        includes = "".join(f"#include <{h}>\n" for h in self.opening_headers)
+        return f"```{self.fences[0]}\n{includes}\n{task.entry} {{"
+
     def signature_problem(self, signature) -> str | None:
         if self.source is cbuild.C and signature.uses_cpp:
             return ("std::vector and std::complex are C++: set language = \"cpp\" or take "
