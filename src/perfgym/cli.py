@@ -586,15 +586,26 @@ def search_cmd(
                                   "not a random elite (evolve)"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="optimization level of the benchmark"),
-    temperature: float = typer.Option(1.0),
-    top_k: int = typer.Option(40, help="sample from the k likeliest tokens (0: off)"),
-    top_p: float = typer.Option(0.95, help="nucleus sampling (1: off)"),
-    min_p: float = typer.Option(0.05, help="drop tokens below this share of the likeliest "
-                                "(0: off)"),
+    temperature: Optional[float] = typer.Option(None, help="sampling temperature (default "
+                                                "1.0; the local default model: measured, "
+                                                "see the docs)"),
+    top_k: Optional[int] = typer.Option(None, help="sample from the k likeliest tokens (0: "
+                                        "off; default 40)"),
+    top_p: Optional[float] = typer.Option(None, help="nucleus sampling (1: off; default 0.95)"),
+    min_p: Optional[float] = typer.Option(None, help="drop tokens below this share of the "
+                                          "likeliest (0: off; default 0.05)"),
     repetition_penalty: float = typer.Option(1.0, help="penalize repeating generated tokens "
                                              "(the prompt is spared; 1: off)"),
     max_tokens: Optional[int] = typer.Option(None, help="tokens per completion (default 2048; "
-                                             "512 with the local default model)"),
+                                             "the local default model: 256)"),
+    answer_start: Optional[bool] = typer.Option(
+        None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
+        "answer (fence, includes, the entry's signature) and the model writes the body "
+        "(default: on for the local default model)"),
+    grammar: Optional[bool] = typer.Option(
+        None, "--grammar/--no-grammar", help="constrain an opened answer's body to balanced "
+        "braces ending at the entry's brace (openvino policy; default: measured for the "
+        "default model)"),
     concurrency: int = typer.Option(8, help="requests in flight (openai policy)"),
     templates: Optional[Path] = typer.Option(None, help="directory of prompt templates "
                                              "(generate.txt, improve.txt, ...) overriding ours"),
@@ -627,8 +638,25 @@ def search_cmd(
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else default_local_policy())
     local_default = policy in ("hf", "openvino") and model_path is None
-    if max_tokens is None:
-        max_tokens = 512 if local_default else 2048
+    from .models import DEFAULT_SAMPLING
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+             "max_tokens": max_tokens}
+    chosen = {**(DEFAULT_SAMPLING if local_default else
+                 {"temperature": 1.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+                  "max_tokens": 2048}),
+              **{k: v for k, v in given.items() if v is not None}}
+    temperature, top_k, top_p, min_p, max_tokens = (
+        chosen["temperature"], chosen["top_k"], chosen["top_p"], chosen["min_p"],
+        chosen["max_tokens"])
+    if answer_start is None:
+        answer_start = local_default
+    if grammar is None:
+        grammar = bool(local_default and policy == "openvino" and DEFAULT_SAMPLING["grammar"])
+    if grammar and not (answer_start and policy == "openvino"):
+        raise UserError("--grammar constrains opened answers on the openvino policy: add "
+                        "--answer-start and --policy openvino, or drop --grammar")
+    if answer_start and policy == "replay":
+        raise UserError("--answer-start: replayed answers are whole answers already; drop it")
     if iterations is None:
         iterations = 1 if local_default else 3
     if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
@@ -640,6 +668,8 @@ def search_cmd(
         raise UserError("--n, --turns and --chains are at least 1")
     sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
                 "repetition_penalty": repetition_penalty, "max_tokens": max_tokens}
+    if grammar:  # (absent otherwise: runs from before the option resume as they were)
+        sampling["grammar"] = True
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
     t = get_task(task)
@@ -659,6 +689,8 @@ def search_cmd(
         config["profile"] = list(profilers)
     if sizes is not None:  # (absent otherwise: runs from before the option resume as they were)
         config["sizes"] = sizes
+    if answer_start:
+        config["answer_start"] = True
     if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
         config["evolve"] = {"islands": islands, "generations": generations,
                             "children": children, "migrate_every": migrate_every,
@@ -697,7 +729,8 @@ def search_cmd(
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
         engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers), reward, sampling,
-                        info, on_result=view.update, templates=templates, sizes=size_set)
+                        info, on_result=view.update, templates=templates, sizes=size_set,
+                        answer_start=answer_start)
         if memory is not None:
             engine.memory, engine.memory_k = kernel_memory, memory_k
         if ray_address:
@@ -720,16 +753,36 @@ def search_cmd(
     store.event("search_done")
     from .report import write_plots, write_summary
     report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
+    counts = answer_counts(store, t)
     if as_json:
         print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
-                          "best_id": best.id if best else None}, indent=2))
+                          "best_id": best.id if best else None, "answers": counts}, indent=2))
         return
+    console.print(f"answers: {counts['answers']}; {counts['parsed']} parsed, {counts['compiled']}"
+                  f" compiled, {counts['passed']} passed", highlight=False)
     if best is None:
         console.print(f"no correct kernel yet; the run is in {run_dir}", highlight=False)
     else:
         console.print(f"best: #{best.id} (iteration {best.iteration}, stage {best.stage}) "
                       f"{best.outcome['message']}", highlight=False)
     console.print(f"run store: {store.path}; report: {report}", style="dim", highlight=False)
+
+
+def answer_counts(store, task) -> dict[str, int]:
+    """How far the run's answers got: parsed (a kernel in them), compiled, passed (OK)."""
+    from .outcome import Status
+    compiled = {s.value for s in (Status.TIMEOUT, Status.RUNTIME_ERROR, Status.WRONG_ANSWER,
+                                  Status.OK)}
+    counts = {"answers": 0, "parsed": 0, "compiled": 0, "passed": 0}
+    for c in store.candidates():
+        if c.outcome is None or c.op == "seed":  # the task's own kernel, not an answer
+            continue
+        status = c.outcome.get("status")
+        counts["answers"] += 1
+        counts["parsed"] += status != Status.FORMAT_ERROR.value
+        counts["compiled"] += status in compiled
+        counts["passed"] += status == Status.OK.value
+    return counts
 
 
 def _search_sizes(task, label: str | None) -> list[dict[str, int]] | None:
@@ -804,7 +857,8 @@ def _train_extra():
 def train_grpo(
     model_path: Optional[Path] = typer.Option(None, help="model or adapter directory or .gguf "
                                               "(default: SmolLM2-135M-Instruct)"),
-    task: str = typer.Option("dgemm"),
+    task: str = typer.Option("dgemm", help="the task; fixed mode takes several, "
+                             "comma-separated (prompts cycle over them)"),
     mode: str = typer.Option("fixed", help="fixed (experiment 1) or sqd (experiment 2)"),
     output_dir: Path = typer.Option(Path("runs/grpo")),
     steps: int = typer.Option(200),
@@ -839,6 +893,12 @@ def train_grpo(
     sizes: Optional[str] = typer.Option(None, help="reward on a size set of the task: default "
                                         "or train (the folded outcome: worst status, "
                                         "geometric-mean rates)"),
+    prompt_op: str = typer.Option("generate", help="fixed mode's prompt: generate from the "
+                                  "task, or improve its naive kernel (as a search starts)"),
+    answer_start: Optional[bool] = typer.Option(
+        None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
+        "answer and the model the body; the parse tier is not paid (default: on for the "
+        "default model in fixed mode)"),
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
 ) -> None:
     """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
@@ -858,7 +918,9 @@ def train_grpo(
         top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
         lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
         vllm_server_url=vllm_server_url, engine=engine, save_steps=save_steps,
-        templates=str(templates) if templates else None, sizes=sizes)
+        templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
+        answer_start=(model_path is None and mode == "fixed") if answer_start is None
+        else answer_start)
     run = grpo.train(settings, resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}
     console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "

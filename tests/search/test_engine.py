@@ -110,3 +110,46 @@ def test_sampling_reports_a_log_probability_per_generated_token(default):
     for sample in group:
         assert len(sample.logprobs) == len(sample.ids) and all(lp <= 0 for lp in sample.logprobs)
     engine.close()
+
+
+OPEN_PROMPT = "Make this C kernel faster.\nvoid dot_optimized(double *x, double *y, double *out, " \
+              "int N) { double s = 0; for (int i = 0; i < N; i++) s += x[i] * y[i]; out[0] = s; }"
+
+
+def test_an_opened_answer_reaches_the_model_in_both_local_policies():
+    # greedy, the engine and transformers continue the same opened text the same way; the
+    # opening changes what the model writes (it writes a body, not an answer from scratch)
+    from perfgym.opening import answer_start
+    from perfgym.policies.hf import HFPolicy
+    from perfgym.policies.openvino import OpenVINOPolicy
+    from perfgym.tasks import get_task
+    opening = answer_start(get_task("dot"))
+    engine, hf = OpenVINOPolicy(), HFPolicy()
+    assert engine.format("p", opening).endswith(opening)
+    (fast,), = engine.generate([OPEN_PROMPT], 1, openings=[opening], temperature=0,
+                               max_tokens=60)
+    (slow,), = hf.generate([OPEN_PROMPT], 1, openings=[opening], temperature=0, max_tokens=60)
+    (whole,), = engine.generate([OPEN_PROMPT], 1, temperature=0, max_tokens=60)
+    assert fast == slow
+    assert fast != whole[:len(fast)]
+    assert ";" in fast  # a body with statements, ended at the entry's brace when it closed
+    assert fast.endswith("\n}") or len(fast) > 40
+
+
+def test_a_grammar_constrained_answer_always_extracts():
+    # the body grammar holds braces balanced and ends at the entry's brace, sampled at a
+    # temperature where the unconstrained model often runs on: every answer extracts
+    from perfgym.extract import extract_code
+    from perfgym.opening import answer_start, full_answer
+    from perfgym.policies.openvino import OpenVINOPolicy
+    from perfgym.tasks import get_task
+    task = get_task("dot")
+    opening = answer_start(task)
+    policy = OpenVINOPolicy()
+    (answers,) = policy.generate([OPEN_PROMPT], 6, openings=[opening], temperature=1.0,
+                                 top_p=1.0, max_tokens=160, grammar=True)
+    for text in answers:
+        assert text.count("{") + 1 == text.count("}"), text  # the entry's brace closes it
+        assert "#define" not in text and "#include" not in text
+        if ";" in text:
+            extract_code(full_answer(opening, text), task.signature)

@@ -190,3 +190,30 @@ def test_a_server_dying_mid_run_loses_nothing_and_resume_continues(server, tmp_p
     shown = parent_code(get_task("dgemm"), kept[0])
     assert shown.strip() in prompt and "```" not in shown
     assert found[1].parent_id == found[0].id
+
+
+def test_an_opened_answer_reaches_the_model_through_the_completions_endpoint(server):
+    # the policy renders the chat template with the model's own tokenizer (the model is a
+    # local directory), appends the opening and asks /v1/completions: greedy, the server's
+    # continuation is the one the local policy computes from the same text
+    from perfgym.opening import answer_start, full_answer
+    from perfgym.policies.hf import HFPolicy
+    from perfgym.policies.openai_compat import OpenAIPolicy
+    from perfgym.tasks import get_task
+    task = get_task("dot")
+    prompt = f"Complete this C function.\n{task.entry}"
+    opening = answer_start(task)
+    proxy = FaultProxy(server["url"])
+    try:
+        policy = OpenAIPolicy(model=server["model"], base_url=proxy.url, api_key="x")
+        (served,), = policy.generate([prompt], 1, openings=[opening], temperature=0,
+                                     max_tokens=40)
+    finally:
+        proxy.stop()
+    sent = proxy.bodies[0]
+    assert sent["prompt"].endswith(opening) and "<|im_start|>assistant" in sent["prompt"]
+    assert sent["stop"] == ["\n}"]
+    local = HFPolicy(server["model"])
+    (here,), = local.generate([prompt], 1, openings=[opening], temperature=0, max_tokens=40)
+    assert served.strip() and served[:30] == here[:30], (served, here)
+    assert full_answer(opening, served).startswith(opening)

@@ -24,7 +24,7 @@ from ..config import EvalConfig
 from ..multisize import evaluate_folded
 from ..outcome import Outcome, Status
 from ..backends import backend_for
-from ..opening import STOP, answer_start, full_answer
+from ..opening import STOP, answer_start, closed, full_answer
 from ..prompts import expand_prompt, generate_prompt
 from ..rewards import score
 from ..search.engine import Engine
@@ -152,7 +152,10 @@ class PerfgymReward:
         iterations = kwargs.get("iteration") or [step] * n
 
         tasks = [self.prompts.get(p, (self.task, None)) for p in prompt_texts]
-        texts = [full_answer(opening, t) for t, (_, opening) in zip(texts, tasks)]
+        # opened: what the model wrote up to the entry's brace (TRL's own generation has no
+        # stop string), after perfgym's opening
+        texts = [full_answer(opening, closed(t)) if opening else t
+                 for t, (_, opening) in zip(texts, tasks)]
         outcomes: list[Outcome | None] = [None] * n
         for task in {t.name: t for t, _ in tasks}.values():  # one evaluation batch per task
             mine = [i for i in range(n) if tasks[i][0].name == task.name]
