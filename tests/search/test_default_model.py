@@ -33,9 +33,22 @@ def test_search_with_no_model_flags_runs_the_default_model_and_writes_a_report(t
     from perfgym.policies import default_local_policy  # the fast engine when installed
     assert len(written) >= 2 and {c.policy for c in written} == {default_local_policy()}
     assert all(c.outcome is not None for c in found)
-    assert store.config()["sampling"]["top_k"] == 40  # the default sampler
+    from perfgym.models import DEFAULT_SAMPLING
+    assert store.config()["sampling"]["temperature"] == DEFAULT_SAMPLING["temperature"]
+    assert store.config()["answer_start"] is True  # the default model's answers are opened
+    from perfgym.opening import answer_start
+    from perfgym.tasks import get_task
+    opening = answer_start(get_task("dgemm"))
+    # each stored answer is the opening and the body the model wrote, or (no statement in
+    # it) the model's text alone
+    assert all(c.completion.startswith(opening) or ";" not in c.completion for c in written)
     assert (tmp_path / "run" / "report" / "summary.md").is_file()
-    assert json.loads(done.stdout)["run_dir"] == str(tmp_path / "run")
+    report = json.loads(done.stdout)
+    assert report["run_dir"] == str(tmp_path / "run")
+    counts = report["answers"]
+    assert counts["answers"] == len(written)
+    assert counts["answers"] >= counts["parsed"] >= counts["compiled"] >= counts["passed"]
+    assert counts["passed"] == sum(c.outcome["status"] == "OK" for c in written)
 
 
 @pytest.mark.slow
