@@ -39,7 +39,7 @@ OLD_SAMPLING = {"temperature": 1.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
 
 def settings() -> dict[str, tuple[bool, dict]]:
     from perfgym.models import DEFAULT_SAMPLING
-    plain = {k: v for k, v in OLD_SAMPLING.items()}
+    plain = dict(OLD_SAMPLING)
     return {"before": (False, plain),
             "opened": (True, plain),
             "grammar": (True, {**plain, "grammar": True}),

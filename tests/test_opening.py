@@ -67,7 +67,8 @@ def test_a_body_that_hit_the_token_limit_is_still_read_and_fails_to_compile(dot,
 
 
 @pytest.mark.parametrize("completion", ["\n}", "", "\n    \n}", "\n    /* done; */\n}",
-                                        "\n    // nothing to do;\n}"])
+                                        "\n    // nothing to do;\n}",
+                                        "\n    ;\n}", "\n    { ; ; }\n}"])
 def test_an_empty_body_is_no_kernel(dot, fast, completion):
     # the opening plus "}" would compile (and, for a kernel whose output is pre-zeroed, could
     # even pass): the model wrote no statement, so it is judged as what it wrote alone

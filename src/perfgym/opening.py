@@ -41,7 +41,9 @@ def answer_start(task: Task) -> str | None:
 def wrote_code(completion: str) -> bool:
     """True when the model's part holds a statement: an empty body is the opening's work."""
     from .extract import strip_comments
-    return ";" in strip_comments(completion)
+    code = strip_comments(completion)
+    # a lone ";" or "{;}" is an empty statement: something besides punctuation must be there
+    return ";" in code and any(ch.isalnum() for ch in code)
 
 
 def full_answer(opening: str | None, completion: str) -> str:
