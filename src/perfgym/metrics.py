@@ -15,6 +15,7 @@ kernel) and the geometric-mean speedup.
 from __future__ import annotations
 
 import math
+import statistics
 from math import comb
 from typing import Iterable, Sequence
 
@@ -70,3 +71,70 @@ def geomean(values: Iterable[float]) -> float:
 
 def _ratio(base: float, t: float | None) -> float:
     return 0.0 if t is None or not math.isfinite(t) or t <= 0 else base / t
+
+
+# --- the learning experiment's statistics ---------------------------------------------------
+
+def samples_for_power(mean: float, sd: float, relative_gain: float, alpha: float = 0.05,
+                      power: float = 0.8) -> int:
+    """Samples per arm for a two-sided test at level `alpha` to see a gain of `relative_gain`
+    times `mean` with probability `power`, for a per-sample standard deviation `sd` (normal
+    approximation, equal arms): n = 2 (z_{1-alpha/2} + z_power)^2 sd^2 / delta^2."""
+    from statistics import NormalDist
+    if mean <= 0 or relative_gain <= 0:
+        raise ValueError("the power analysis needs a positive mean and gain")
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    delta = relative_gain * mean
+    return math.ceil(2 * (z * sd / delta) ** 2)
+
+
+def detectable_gain(mean: float, sd: float, n: int, alpha: float = 0.05,
+                    power: float = 0.8) -> float:
+    """The relative gain that `n` samples per arm see with that power (the inverse above)."""
+    from statistics import NormalDist
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    return z * sd * math.sqrt(2 / n) / mean
+
+
+def arm_mean(cells: dict[tuple[int, str], Sequence[float]]) -> float:
+    """An arm's measure: the mean over tasks of the mean over seeds of each (seed, task)
+    cell's mean, so every task and every seed weighs the same."""
+    tasks = sorted({t for _, t in cells})
+    per_task = []
+    for t in tasks:
+        seeds = [statistics.fmean(v) for (s, tt), v in cells.items() if tt == t and v]
+        per_task.append(statistics.fmean(seeds))
+    return statistics.fmean(per_task)
+
+
+def bootstrap_gain(trained: dict[tuple[int, str], Sequence[float]],
+                   control: dict[tuple[int, str], Sequence[float]], reps: int = 4000,
+                   level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """The relative gain arm_mean(trained) / arm_mean(control) - 1 with a percentile bootstrap
+    interval, stratified: each replicate draws the seeds again (with replacement, the same draw
+    for both arms: seed s of the control is the same prompts and sampler seed), then the samples
+    again within every (seed, task) cell. Drawing seeds puts the run-to-run spread of training
+    into the interval, as rliable's stratified bootstrap does over runs; drawing samples within
+    cells puts in the sampling spread. Returns (gain, low, high)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    seeds = sorted({s for s, _ in trained})
+    tasks = sorted({t for _, t in trained})
+    arms = [{k: np.asarray(v, dtype=float) for k, v in arm.items()} for arm in (trained, control)]
+    point = arm_mean(trained) / arm_mean(control) - 1
+    gains = np.empty(reps)
+    for r in range(reps):
+        drawn = rng.choice(seeds, size=len(seeds), replace=True)
+        means = []
+        for arm in arms:
+            per_task = []
+            for t in tasks:
+                per_seed = []
+                for s in drawn:
+                    v = arm[(s, t)]
+                    per_seed.append(v[rng.integers(0, len(v), len(v))].mean())
+                per_task.append(np.mean(per_seed))
+            means.append(np.mean(per_task))
+        gains[r] = means[0] / means[1] - 1 if means[1] > 0 else np.inf
+    low, high = np.quantile(gains, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return point, float(low), float(high)

@@ -38,7 +38,11 @@ def engine_gguf(model_dir: Path, model: Any = None) -> Path:
 class OpenVINOPolicy:
     name = "openvino"
 
-    def __init__(self, model_path: str | Path | None = None, **_: Any) -> None:
+    def __init__(self, model_path: str | Path | None = None, cache_gb: int = 1,
+                 **_: Any) -> None:
+        # cache_gb: the engine's KV cache; a batch of many long samples needs more than 1 GB,
+        # or the scheduler preempts and recomputes sequences (208 x 512 tokens at 1 GB: not
+        # done after 17 min)
         from ..engine.openvino import EngineUnavailable, OpenVINOEngine, available
         if not available():
             raise PolicyError("the openvino policy needs OpenVINO GenAI: "
@@ -57,7 +61,7 @@ class OpenVINOPolicy:
         else:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         try:
-            self.engine = OpenVINOEngine(engine_gguf(path, model))
+            self.engine = OpenVINOEngine(engine_gguf(path, model), cache_gb=cache_gb)
         except EngineUnavailable as exc:
             raise PolicyError(str(exc)) from None
         self.seed = 0  # advanced per call: two calls never repeat each other's samples

@@ -269,6 +269,20 @@ def _chat(tokenizer: Any, prompt: str, opening: str | None = None) -> str:
     return chat_text(tokenizer, prompt, opening)
 
 
+def task_prompt(task: Task, op: str, stage: int | None, machine: dict[str, Any],
+                config: EvalConfig, templates: Path | None = None) -> str:
+    """The user prompt of fixed-mode GRPO, of opened SFT data and of the learning experiment's
+    evaluation: "generate" from the task alone, or "improve" the task's naive kernel (what a
+    search asks first). One function, so the three never drift apart."""
+    if op == "improve":
+        backend = backend_for(task)
+        seed = backend.baseline_candidate(task, config)[0]
+        shown = {"status": "OK", "message": f"the task's {backend.baseline_label} kernel"}
+        return expand_prompt(task, "improve", seed, shown, stage, machine,
+                             override_dir=templates, config=config)
+    return generate_prompt(task, stage, machine, override_dir=templates, config=config)
+
+
 def fixed_prompts(settings: GRPOSettings, tokenizer: Any, machine: dict[str, Any],
                   config: EvalConfig) -> dict[str, tuple[Task, str | None]]:
     """Fixed mode's prompt texts (chat-templated, opened when asked), each with its task and
@@ -277,14 +291,7 @@ def fixed_prompts(settings: GRPOSettings, tokenizer: Any, machine: dict[str, Any
     prompts: dict[str, tuple[Task, str | None]] = {}
     for name in [t.strip() for t in settings.task.split(",") if t.strip()]:
         task = get_task(name)
-        if settings.prompt_op == "improve":
-            seed = backend_for(task).baseline_candidate(task, config)[0]
-            text = expand_prompt(task, "improve", seed, {"status": "OK", "message":
-                                 f"the task's {backend_for(task).baseline_label} kernel"}, settings.stage, machine, override_dir=templates,
-                                 config=config)
-        else:
-            text = generate_prompt(task, settings.stage, machine, override_dir=templates,
-                                   config=config)
+        text = task_prompt(task, settings.prompt_op, settings.stage, machine, config, templates)
         opening = answer_start(task) if settings.answer_start else None
         prompts[_chat(tokenizer, text, opening)] = (task, opening)
     return prompts

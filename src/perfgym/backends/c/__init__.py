@@ -24,7 +24,9 @@ class CBackend(Backend):
     source = cbuild.C  # how the kernel's language is built
     headers = ALLOWED_HEADERS  # the system headers a kernel may include
 
-    opening_headers = ("math.h", "omp.h")  # what an opened answer includes for the model
+    # what an opened answer includes for the model: memory, math and OpenMP (the kinds of call
+    # a kernel may make; intrinsics headers are left out: they tie a kernel to one ISA)
+    opening_headers = ("stdlib.h", "string.h", "math.h", "omp.h")
 
     def answer_start(self, task) -> str:
         # ends on the brace, not after it: the model's own next token is "\n" plus the body's

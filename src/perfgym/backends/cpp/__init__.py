@@ -15,7 +15,7 @@ class CppBackend(CBackend):
     fences = ("cpp", "c++", "cxx", "cc")
     source = cbuild.CPP
     headers = CPP_HEADERS
-    opening_headers = ("cmath", "omp.h")
+    opening_headers = ("cstdlib", "cstring", "cmath", "omp.h")
 
 
 BACKEND = CppBackend()
