@@ -1,7 +1,7 @@
 """Does GRPO on perfgym's rewards make the default model write faster kernels? An experiment
 designed before it runs, against a learning-rate-0 control.
 
-    python benchmarks/learning.py [--out runs/learning] [--seeds 1,2,3] [--steps 16]
+    python benchmarks/learning.py [--out runs/learning] [--seeds 1,2,3] [--steps 10]
                                   [--json benchmarks/results/learning.json] [--report-only]
 
 The measure, chosen first: a sample's speedup over the task's naive kernel when it is correct,
@@ -58,14 +58,15 @@ EVAL_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
 # cache, not half its threads, and speedups keep their order
 EVAL_OVERRIDES = {"threads": 1}
 SFT = {"lora": True, "lora_r": 64, "lora_alpha": 128, "lora_dropout": 0.0,
-       "learning_rate": 5e-4, "batch_size": 4, "max_length": 1536, "max_steps": 30,
-       "warmup_steps": 0}
+       "learning_rate": 5e-4, "batch_size": 3, "max_length": 1536, "max_steps": 12,
+       "warmup_steps": 0, "bf16": True}
 GRPO = {"mode": "fixed", "task": ",".join(TRAIN_TASKS), "prompt_op": "improve",
         "answer_start": True, "engine": "openvino", "fixed_prompts": len(TRAIN_TASKS),
-        "G": 4, "groups_per_step": len(TRAIN_TASKS), "learning_rate": 2e-4, "lora": True,
+        "G": 4, "groups_per_step": len(TRAIN_TASKS), "learning_rate": 5e-4, "lora": True,
         "lora_r": 16, "lora_alpha": 32, "beta": 0.0, "reward": "tiered",
         "max_completion_length": 384, "temperature": 0.7, "top_p": 0.95,
-        "gradient_checkpointing": False, "save_steps": 2, "eval_overrides": EVAL_OVERRIDES}
+        "gradient_checkpointing": False, "bf16": True, "save_steps": 2,
+        "eval_overrides": EVAL_OVERRIDES}
 
 
 def log(msg: str) -> None:
@@ -368,7 +369,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/learning")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--steps", type=int, default=16, help="GRPO steps per seed")
+    ap.add_argument("--steps", type=int, default=10, help="GRPO steps per seed")
     ap.add_argument("--max-samples", type=int, default=800,
                     help="cap on the samples per arm the power analysis may ask for")
     ap.add_argument("--json", default=None, help="write the results here too")

@@ -67,6 +67,9 @@ class GRPOSettings:
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     # TRL's default trades compute for memory; a small model on a CPU has memory to spare
     gradient_checkpointing: bool = True
+    # bf16 autocast for the update: measured 2x faster forward+backward on an AVX-512 CPU (the
+    # weights and the optimizer stay FP32; the engine still samples from FP32 weights)
+    bf16: bool = False
     # fixed mode's generation: "transformers" (TRL's own), or "openvino": the fast CPU engine
     # (perfgym.engine), the whole step in one call from the trainer's current weights
     engine: str = "transformers"
@@ -378,7 +381,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         use_vllm=settings.vllm is not None,
         vllm_mode=settings.vllm or "colocate", vllm_server_base_url=settings.vllm_server_url,
         shuffle_dataset=False, use_cpu=not _cuda(),
-        gradient_checkpointing=settings.gradient_checkpointing)
+        gradient_checkpointing=settings.gradient_checkpointing, bf16=settings.bf16)
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
