@@ -65,7 +65,7 @@ GRPO = {"mode": "fixed", "task": ",".join(TRAIN_TASKS), "prompt_op": "improve",
         "G": 4, "groups_per_step": len(TRAIN_TASKS), "learning_rate": 5e-4, "lora": True,
         "lora_r": 16, "lora_alpha": 32, "beta": 0.0, "reward": "tiered",
         "max_completion_length": 384, "temperature": 0.7, "top_p": 0.95,
-        "gradient_checkpointing": False, "bf16": True, "save_steps": 2,
+        "gradient_checkpointing": False, "bf16": True, "micro_batch": 2, "save_steps": 2,
         "eval_overrides": EVAL_OVERRIDES}
 
 

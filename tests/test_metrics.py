@@ -62,3 +62,50 @@ def test_fast_p_and_geomean():
     with pytest.raises(ValueError):
         geomean([1.0, 0.0])
     assert math.isclose(geomean([3.0]), 3.0)
+
+
+# --- the learning experiment's statistics ---------------------------------------------------
+
+def test_power_analysis_matches_the_normal_formula_and_its_inverse():
+    from perfgym.metrics import detectable_gain, samples_for_power
+    # 2 * (1.96 + 0.8416)^2 * (0.5 / (0.16 * 0.45))^2 = 757.0...
+    assert samples_for_power(0.45, 0.5, 0.16) == 758
+    # more spread, or a smaller gain, needs more samples
+    assert samples_for_power(0.45, 1.0, 0.16) > samples_for_power(0.45, 0.5, 0.16)
+    assert samples_for_power(0.45, 0.5, 0.08) > samples_for_power(0.45, 0.5, 0.16)
+    assert abs(detectable_gain(0.45, 0.5, 758) - 0.16) < 0.001
+    with pytest.raises(ValueError):
+        samples_for_power(0.0, 0.5, 0.16)
+
+
+def test_arm_mean_weighs_tasks_and_seeds_alike():
+    from perfgym.metrics import arm_mean
+    cells = {(1, "a"): [1.0] * 10, (2, "a"): [0.0] * 2, (1, "b"): [0.5], (2, "b"): [0.5]}
+    assert arm_mean(cells) == pytest.approx(((1.0 + 0.0) / 2 + 0.5) / 2)
+
+
+def _cells(rate, seeds=(1, 2, 3), tasks="abcde", n=60, rng_seed=0):
+    rng = random.Random(rng_seed)
+    return {(s, t): [float(rng.random() < rate) for _ in range(n)] for s in seeds for t in tasks}
+
+
+def test_bootstrap_interval_covers_a_null_and_excludes_a_large_gain():
+    from perfgym.metrics import bootstrap_gain
+    control = _cells(0.4, rng_seed=1)
+    same = _cells(0.4, rng_seed=2)  # the same policy, other samples
+    gain, low, high = bootstrap_gain(same, control, reps=800)
+    assert low < 0 < high and high - low < 0.6
+    better = _cells(0.7, rng_seed=3)
+    gain, low, high = bootstrap_gain(better, control, reps=800)
+    assert 0.5 < gain < 1.0 and low > 0.3
+
+
+def test_bootstrap_puts_the_seeds_spread_into_the_interval():
+    """One seed that learned and two that did not: the point gain is positive, but the
+    interval, which draws seeds again, reaches down to no gain."""
+    from perfgym.metrics import bootstrap_gain
+    control = _cells(0.4, rng_seed=4)
+    trained = _cells(0.4, rng_seed=5)
+    trained.update({(1, t): [1.0] * 60 for t in "abcde"})
+    gain, low, high = bootstrap_gain(trained, control, reps=800)
+    assert gain > 0.3 and low < 0.05
