@@ -1,7 +1,7 @@
 """Does GRPO on perfgym's rewards make the default model write faster kernels? An experiment
 designed before it runs, against a learning-rate-0 control.
 
-    python benchmarks/learning.py [--out runs/learning] [--seeds 1,2,3] [--steps 10]
+    python benchmarks/learning.py [--out runs/learning] [--seeds 1,2,3] [--steps 4]
                                   [--json benchmarks/results/learning.json] [--report-only]
 
 The measure, chosen first: a sample's speedup over the task's naive kernel when it is correct,
@@ -47,7 +47,8 @@ TRAIN_TASKS = ("dot", "dgemv", "prefix_sum", "transpose", "histogram")
 HELDOUT_TASK = "spmv"  # a short kernel too; neither SFT nor GRPO sees it
 TARGET_GAIN = 0.16  # the smallest gain the paper reports (Table II)
 MIN_SAMPLES = 200
-HELDOUT_SAMPLES = 200  # per arm, for the held-out task and for the held-out sizes
+HELDOUT_TASK_SAMPLES = 100  # per arm
+HELDOUT_SIZE_SAMPLES = 60  # per arm; each is judged at the task's 3 held-out sizes
 PILOT_PER_TASK = 16
 CHUNK = 16  # samples per prompt per engine call (the KV cache holds 5 x 16 x 900 tokens)
 # Evaluation's sampler: the default model's (models.DEFAULT_SAMPLING) with room for the
@@ -57,6 +58,10 @@ EVAL_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
 # Kernels run on one thread: on a shared two-core machine a neighbour then costs a kernel its
 # cache, not half its threads, and speedups keep their order
 EVAL_OVERRIDES = {"threads": 1}
+# The measure's evaluations also stop a kernel after 3 s (not 8: a sample that slow is a
+# failure either way, and the SFT model's slow prefix sums made timeouts most of the time)
+# and time for 0.5 s: both arms alike
+MEASURE_OVERRIDES = {**EVAL_OVERRIDES, "timeout": 3.0, "max_time": 0.5}
 SFT = {"lora": True, "lora_r": 64, "lora_alpha": 128, "lora_dropout": 0.0,
        "learning_rate": 5e-4, "batch_size": 3, "max_length": 1536, "max_steps": 12,
        "warmup_steps": 0, "bf16": True}
@@ -73,9 +78,9 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def eval_config():
+def eval_config(measure: bool = False):
     from perfgym.config import EvalConfig
-    return EvalConfig(**EVAL_OVERRIDES)
+    return EvalConfig(**(MEASURE_OVERRIDES if measure else EVAL_OVERRIDES))
 
 
 def measure(outcome) -> float:
@@ -136,7 +141,7 @@ def judge(answers: list[tuple[str, str]], heldout_sizes: bool = False) -> list[d
     from perfgym.executors import Request, evaluate_many
     from perfgym.multisize import evaluate_folded
     from perfgym.tasks import get_task
-    config = eval_config()
+    config = eval_config(measure=True)
     if heldout_sizes:
         judged = []
         for name in dict.fromkeys(n for n, _ in answers):
@@ -154,11 +159,13 @@ def judge(answers: list[tuple[str, str]], heldout_sizes: bool = False) -> list[d
 
 
 def run_pilot(out: Path, sft_model: Path, seeds: list[int], max_samples: int) -> dict:
+    """The pilot's samples (drawn once), and the plan the power analysis makes of them."""
     from perfgym.metrics import detectable_gain, samples_for_power
     path = out / "pilot.json"
     if path.exists():
-        return json.loads(path.read_text())
-    records = judge(sample(sft_model, list(TRAIN_TASKS), PILOT_PER_TASK, seed=999))
+        records = json.loads(path.read_text())["records"]
+    else:
+        records = judge(sample(sft_model, list(TRAIN_TASKS), PILOT_PER_TASK, seed=999))
     by_task = {t: [r["measure"] for r in records if r["task"] == t] for t in TRAIN_TASKS}
     mean = statistics.fmean(statistics.fmean(v) for v in by_task.values())
     # within-task spread: with the same samples per task, the tasks' own levels add nothing
@@ -169,11 +176,11 @@ def run_pilot(out: Path, sft_model: Path, seeds: list[int], max_samples: int) ->
     cells = len(seeds) * len(TRAIN_TASKS)
     plan = {"pilot_samples": len(records), "pilot_mean": mean, "pilot_sd": sd,
             "pilot_by_task": {t: statistics.fmean(v) for t, v in by_task.items()},
-            "samples_needed_for_16pct": needed,
+            "samples_needed_for_16pct": needed, "max_samples": max_samples,
             "samples_per_arm": math.ceil(per_arm / cells) * cells,
             "per_cell": math.ceil(per_arm / cells),
-            "heldout_task_per_seed": math.ceil(HELDOUT_SAMPLES / len(seeds)),
-            "heldout_sizes_per_cell": math.ceil(HELDOUT_SAMPLES / cells),
+            "heldout_task_per_seed": math.ceil(HELDOUT_TASK_SAMPLES / len(seeds)),
+            "heldout_sizes_per_cell": math.ceil(HELDOUT_SIZE_SAMPLES / cells),
             "records": records}
     plan["detectable_gain"] = (detectable_gain(mean, sd, plan["samples_per_arm"])
                                if mean > 0 else None)
@@ -369,9 +376,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/learning")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--steps", type=int, default=10, help="GRPO steps per seed")
-    ap.add_argument("--max-samples", type=int, default=800,
-                    help="cap on the samples per arm the power analysis may ask for")
+    ap.add_argument("--steps", type=int, default=4, help="GRPO steps per seed")
+    ap.add_argument("--max-samples", type=int, default=210,
+                    help="cap on the samples per arm the power analysis may ask for (the "
+                    "time budget: about 200 fit in two hours on two cores)")
     ap.add_argument("--json", default=None, help="write the results here too")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--arm", type=int, help=argparse.SUPPRESS)  # a child: one GRPO seed
