@@ -1,7 +1,7 @@
 """Does GRPO on perfgym's rewards make the default model write faster kernels? An experiment
 designed before it runs, against a learning-rate-0 control.
 
-    python benchmarks/learning.py [--out runs/learning] [--seeds 1,2,3] [--steps 4]
+    python benchmarks/learning.py [--out runs/learning] [--seeds 1,2,3] [--steps 6]
                                   [--json benchmarks/results/learning.json] [--report-only]
 
 The measure, chosen first: a sample's speedup over the task's naive kernel when it is correct,
@@ -376,7 +376,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/learning")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--steps", type=int, default=4, help="GRPO steps per seed")
+    ap.add_argument("--steps", type=int, default=6, help="GRPO steps per seed")
     ap.add_argument("--max-samples", type=int, default=210,
                     help="cap on the samples per arm the power analysis may ask for (the "
                     "time budget: about 200 fit in two hours on two cores)")

@@ -48,6 +48,33 @@ def test_groups_are_scored_apart(server):
     assert [r["reward"] for r in results] == [100.0, 100.0]  # each is its group's best
 
 
+def test_opened_answers_get_the_opening_and_no_reward_for_it(server):
+    """A caller that prefilled the task's answer_start sends only what its model wrote."""
+    from perfgym.train.sft_data import opened_body
+    client = RewardClient(server, TOKEN, timeout=120)
+    dot = next(t for t in client.tasks() if t["name"] == "dot")
+    assert dot["answer_start"].endswith(dot["entry"] + " {")
+    body = opened_body(get_task("dot"), get_task("dot").baseline.read_text())
+    results = client.evaluate([
+        {"task": "dot", "code": body, "size": "1000", "opened": True, "group": "o"},
+        {"task": "dot", "code": body + "\nint stray;", "size": "1000", "opened": True,
+         "group": "o"},  # cut at the entry's brace, as the policies cut what they generate
+        {"task": "dot", "code": " ; }", "size": "1000", "opened": True, "group": "o"},
+        {"task": "dot", "code": body, "size": "1000", "group": "w"},  # not told: not joined
+    ], reward="tiered")
+    assert [r["outcome"]["status"] for r in results] == ["OK", "OK", "FORMAT_ERROR",
+                                                         "FORMAT_ERROR"]
+    assert results[0]["reward"] == pytest.approx(results[0]["outcome"]["gflops"])
+    assert results[2]["reward"] == -100  # an empty body earns nothing from the opening
+    bad = [({"candidates": [{"task": "dot", "code": body, "opened": True, "group": "g"},
+                            {"task": "dot", "code": "x", "group": "g"}]}, "mixes opened"),
+           ({"candidates": [{"task": "relu", "code": "x", "opened": True}]}, "has no opening")]
+    for request, fragment in bad:
+        with pytest.raises(RewardServiceError) as exc:
+            client._call("POST", "/evaluate", request)
+        assert "HTTP 400" in str(exc.value) and fragment in str(exc.value)
+
+
 def test_without_or_with_a_wrong_token(server):
     for client in (RewardClient(server, None), RewardClient(server, "wrong")):
         with pytest.raises(RewardServiceError, match="401"):

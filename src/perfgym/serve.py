@@ -36,6 +36,7 @@ from .config import OPT_LEVELS, EvalConfig
 from .errors import HostError
 from .executors import Request as EvalRequest
 from .executors import evaluate_many
+from .opening import answer_start, closed, full_answer
 from .rewards import SCHEMES, score
 from .tasks import TaskError, builtin_names, get_task, parse_size
 from .tasks.torch_task import builtin_gpu_names
@@ -52,6 +53,9 @@ class Candidate(BaseModel):
     size: str | None = Field(None, max_length=200, description="'256' or 'M=..,N=..,K=..'")
     group: str | None = Field(None, max_length=200, description="candidates with the same group "
                               "are scored together (e.g. a GRPO group); default: the batch")
+    opened: bool = Field(False, description="code is what the model wrote after the task's "
+                         "answer_start (GET /tasks): the service puts the opening before it, "
+                         "and the reward pays nothing for the opening's part")
 
 
 class EvaluateRequest(BaseModel):
@@ -192,7 +196,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
         for name in sorted(known):
             t = get_task(name)
             out.append({"name": t.name, "kind": t.kind, "entry": t.entry,
-                        "default_size": t.default_size, "language": t.language})
+                        "default_size": t.default_size, "language": t.language,
+                        "answer_start": answer_start(t)})
         return out
 
     @app.post("/evaluate", response_model=EvaluateResponse, dependencies=[Depends(authorized)],
@@ -220,7 +225,18 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             if timing.get("min_samples", 1) > timing.get("max_samples", 1000):
                 raise HTTPException(400, "min_samples is larger than max_samples")
             config = EvalConfig(opt=body.opt, stage=c.stage, use_cache=body.use_cache, **timing)
-            requests.append(EvalRequest(task, c.code, size, config, tag=i))
+            code = c.code
+            if c.opened:
+                opening = answer_start(task)
+                if opening is None:
+                    raise HTTPException(400, f"candidate {i}: task {c.task!r} has no opening "
+                                        "(answer_start); send the whole answer, opened false")
+                code = full_answer(opening, closed(code))
+            requests.append(EvalRequest(task, code, size, config, tag=i))
+        for members in _groups(body.candidates).values():
+            if len({body.candidates[i].opened for i in members}) > 1:
+                raise HTTPException(400, "a group mixes opened and whole answers: its rewards "
+                                    "would not compare; give them different groups")
         with lock:
             state["in_flight"] += len(requests)
         try:
@@ -236,12 +252,11 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                 state["candidates"] += len(requests)
         if failed := [o for o in outcomes if o.status.value == "HOST_ERROR"]:  # no reward
             raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
-        groups: dict[str, list[int]] = {}
-        for i, c in enumerate(body.candidates):
-            groups.setdefault(c.group or "", []).append(i)
         rewards = [0.0] * len(outcomes)
-        for members in groups.values():
-            for i, r in zip(members, score(body.reward, [outcomes[i] for i in members])):
+        for members in _groups(body.candidates).values():
+            opened = body.candidates[members[0]].opened
+            for i, r in zip(members, score(body.reward, [outcomes[i] for i in members],
+                                           opened=opened)):
                 rewards[i] = r
         return EvaluateResponse(results=[Result(reward=r if math.isfinite(r) else None,
                                                 outcome=o.to_dict())
@@ -249,6 +264,13 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                                 elapsed=time.monotonic() - started)
 
     return app
+
+
+def _groups(candidates: list[Candidate]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(candidates):
+        groups.setdefault(c.group or "", []).append(i)
+    return groups
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, token: str | None = None,

@@ -78,18 +78,25 @@ def _given(overrides: dict[str, dict[str, Any]] | None, section: str) -> dict[st
 
 
 def build_sft_data(data: dict[str, Any], out: Path) -> Path:
-    """[data]: SFT examples from a task's verified kernels, in the form GRPO asks for."""
+    """[data]: SFT examples from verified kernels, in the form GRPO asks for. With
+    `opened = true`: opened "improve" answers (sft_data.opened_examples) for every task named
+    in `task` (comma-separated), the form search and GRPO use with answer_start."""
     from ..machine import machine_info
     from ..tasks import get_task
-    from .sft_data import build_examples, write_examples
-    unknown = set(data) - {"task", "threads", "max_chars", "opt"}
+    from .sft_data import build_examples, opened_examples, write_examples
+    unknown = set(data) - {"task", "threads", "max_chars", "opt", "opened"}
     if unknown:
         raise ValueError(f"[data] has unknown keys: {', '.join(sorted(unknown))}")
     config = EvalConfig(threads=data.get("threads"), opt=data.get("opt", "O3"))
-    records, skipped = build_examples(get_task(data.get("task", "dgemm")), machine_info(),
-                                      config, max_chars=data.get("max_chars"))
+    names = [n.strip() for n in str(data.get("task", "dgemm")).split(",") if n.strip()]
+    if data.get("opened"):
+        records, skipped = opened_examples([get_task(n) for n in names], machine_info(),
+                                           config, max_body_chars=data.get("max_chars"))
+    else:
+        records, skipped = build_examples(get_task(names[0]), machine_info(), config,
+                                          max_chars=data.get("max_chars"))
     if not records:
-        raise ValueError(f"[data]: no kernel of task {data.get('task')} verified: {skipped}")
+        raise ValueError(f"[data]: no kernel of {', '.join(names)} verified: {skipped}")
     path = out / "sft_data.jsonl"
     write_examples(path, records)
     return path
