@@ -87,6 +87,8 @@ def test_without_or_with_a_wrong_token(server):
 @pytest.mark.parametrize("body, code, fragment", [
     ({"candidates": [{"task": "nope", "code": "x"}]}, 400, "unknown task"),
     ({"candidates": [{"task": "dgemm", "code": "x", "size": "M=1"}]}, 400, "must give exactly"),
+    ({"candidates": [{"task": "dgemm", "code": "x", "size": ""}]}, 400, "size is empty"),
+    ({"candidates": [{"task": "dgemm", "code": "x", "size": "  "}]}, 400, "size is empty"),
     ({"candidates": []}, 422, ""),
     ({"candidates": [{"task": "dgemm", "code": "x"}], "reward": "best"}, 422, ""),
     ({"candidates": [{"task": "dgemm", "code": "x", "stage": 9}]}, 422, ""),

@@ -83,7 +83,7 @@ def measure(p: Prepared) -> Outcome:
                                             p.techniques))
         if p.config.profile:  # while the build directory (object, compiler report) exists
             from .profiling import attach
-            attach(p, outcome)
+            attach(p, outcome, evaluate)
         return outcome
     finally:
         backend.cleanup(p)

@@ -23,32 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .backends.c.build import C, compiler_version
+from .cpuinfo import _cpuinfo, isa_flags  # noqa: F401  (perfgym.machine.isa_flags)
 from .errors import HostError
 from .paths import cache_dir
-
-_ISA_OF_INTEREST = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw",
-                    "avx512vl", "avx512_fp16", "avx512_bf16", "amx_tile", "asimd", "sve", "sve2")
-
-
-@lru_cache(maxsize=1)
-def _cpuinfo() -> dict[str, str]:
-    info: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if ":" in line:
-                    k, v = line.split(":", 1)
-                    info.setdefault(k.strip(), v.strip())
-    except OSError:
-        pass
-    return info
-
-
-def isa_flags() -> list[str]:
-    info = _cpuinfo()
-    flags = set((info.get("flags") or info.get("Features") or "").split())
-    return [f for f in _ISA_OF_INTEREST if f in flags]
-
 
 def cpu_model() -> str:
     info = _cpuinfo()

@@ -216,6 +216,9 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             if c.task not in known:
                 raise HTTPException(400, f"candidate {i}: unknown task {c.task!r}")
             task = get_task(c.task)
+            if c.size is not None and not c.size.strip():
+                raise HTTPException(400, f"candidate {i}: size is empty: give e.g. '256' or "
+                                    "'M=..,N=..,K=..', or leave it out for the default size")
             try:
                 size = parse_size(c.size, task) if c.size else None
             except (TaskError, ValueError, OverflowError) as exc:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from .errors import PolicyError  # noqa: F401  (perfgym.policies.PolicyError)
+
 
 class Policy(Protocol):
     name: str
@@ -17,8 +19,6 @@ class Policy(Protocol):
     def generate(self, prompts: list[str], n: int, **sampling: Any) -> list[list[str]]: ...
 
 
-class PolicyError(RuntimeError):
-    """The policy cannot produce completions (server down, bad model path); a user can fix it."""
 
 
 def make_policy(kind: str, **options: Any) -> Policy:

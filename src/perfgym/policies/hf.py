@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import PolicyError
+from .errors import PolicyError
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_tokens")
 

@@ -20,7 +20,7 @@ import os
 import random
 from typing import Any
 
-from . import PolicyError
+from .errors import PolicyError
 
 
 class OpenAIPolicy:

@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from . import PolicyError
+from .errors import PolicyError
 
 
 def engine_gguf(model_dir: Path, model: Any = None) -> Path:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import PolicyError
+from .errors import PolicyError
 
 
 class ReplayPolicy:

@@ -42,6 +42,9 @@ class Context:
     config: Any
     outcome: Any
     workdir: Path | None
+    # how to evaluate the kernel again (the scaling provider's one-thread run): handed in by
+    # the evaluator, so profiling never imports it back
+    evaluate: Any = None
 
 
 def parse(text: str | None) -> tuple[str, ...]:
@@ -86,11 +89,12 @@ def collect(ctx: Context, names: tuple[str, ...]) -> dict[str, str]:
     return profile
 
 
-def attach(prepared, outcome) -> None:
+def attach(prepared, outcome, evaluate) -> None:
     """Profile a measured candidate while its build directory still exists (evaluate.measure
-    calls this before the backend cleans up) and store the lines on its Outcome."""
+    calls this before the backend cleans up, with `evaluate` for a provider that must run the
+    kernel again) and store the lines on its Outcome."""
     ctx = Context(prepared.task, prepared.code, prepared.size, prepared.config, outcome,
-                  prepared.workdir)
+                  prepared.workdir, evaluate)
     outcome.profile = collect(ctx, tuple(prepared.config.profile))
 
 

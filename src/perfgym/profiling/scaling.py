@@ -17,8 +17,9 @@ def run(ctx) -> list[str]:
     n, many = ctx.config.n_threads, ctx.outcome.timing.median
     if "openmp" not in ctx.outcome.techniques:
         return [f"single-threaded (no OpenMP): {n - 1} of {n} cores idle"]
-    from ..evaluate import evaluate
-    one = evaluate(ctx.task, ctx.code, ctx.size,
+    if ctx.evaluate is None:
+        return ["not measured: no evaluator was handed to the profiler"]
+    one = ctx.evaluate(ctx.task, ctx.code, ctx.size,
                    ctx.config.replace(threads=1, profile=(), compare_baseline=False))
     if not one.ok or one.timing is None:
         return [f"on one thread the kernel did not run cleanly: {one.status.value} "

@@ -71,5 +71,5 @@ def plot_archive(store: RunStore, out: Path) -> Path | None:
         ax.set_yticks(range(len(rows)), rows, fontsize=7)
         ax.set_title(f"island {i}: GFLOP/s per cell", fontsize=9)
     fig.tight_layout()
-    from .plots import _save
+    from .figure import save as _save
     return _save(fig, out / "archive.png")

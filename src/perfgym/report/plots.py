@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..outcome import Status
 from ..store import RunStore
+from .figure import save as _save
 
 STATUS_COLOURS = {
     "OK": "#2ca02c", "WRONG_ANSWER": "#ff7f0e", "RUNTIME_ERROR": "#d62728",
@@ -84,8 +85,3 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
     return paths
 
 
-def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

@@ -44,10 +44,9 @@ def load(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"recipe {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"recipe {path}: not valid TOML: {exc}") from None
-    unknown = set(recipe) - {"pairs", "data", "sft", "grpo", "curve"}
+    unknown = set(recipe) - {"pairs", "data", "sft", "grpo"}
     if unknown or not recipe:
-        raise ValueError(f"recipe {path}: sections are [pairs] or [data], [sft], [grpo] "
-                         f"(and [curve] for benchmarks/learning_curve.py); got "
+        raise ValueError(f"recipe {path}: sections are [pairs] or [data], [sft] and [grpo]; got "
                          f"{', '.join(sorted(recipe)) or 'none'}")
     return recipe
 

@@ -326,7 +326,7 @@ def _entry_symbol(facts: ObjectFacts, name: str) -> str:
 
 
 def isa_hint(config: EvalConfig) -> str:
-    from ...machine import isa_flags
+    from ...cpuinfo import isa_flags
     flags = isa_flags()
     vec = [f for f in ("avx512f", "avx2", "avx", "asimd", "sve") if f in flags]
     if config.march != "native":
