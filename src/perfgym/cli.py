@@ -754,12 +754,21 @@ def search_cmd(
     from .report import write_plots, write_summary
     report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
     counts = answer_counts(store, t)
+    from .report.causes import lines as cause_lines, next_step, run_causes
+    causes = run_causes(store)
     if as_json:
         print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
-                          "best_id": best.id if best else None, "answers": counts}, indent=2))
+                          "best_id": best.id if best else None, "answers": counts,
+                          "failure_causes": dict(causes.most_common()),
+                          "next_step": next_step(causes) if not counts["passed"] else None},
+                         indent=2))
         return
     console.print(f"answers: {counts['answers']}; {counts['parsed']} parsed, {counts['compiled']}"
                   f" compiled, {counts['passed']} passed", highlight=False)
+    if counts["answers"] and not counts["passed"]:  # say why, and what to try
+        console.print("why none passed:", highlight=False)
+        for line in cause_lines(causes):
+            console.print("  " + line, highlight=False)
     if best is None:
         console.print(f"no correct kernel yet; the run is in {run_dir}", highlight=False)
     else:

@@ -8,6 +8,7 @@ from ..metrics import pass_at_k, speedup_at_k
 from ..store import RunStore
 from ..tasks import format_size
 from .archive import archive_tables
+from .causes import lines as cause_lines, run_causes
 
 
 def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
@@ -35,6 +36,9 @@ def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
                   f"stage {best.stage}, {best.op})", "", o.get("message", ""), "",
                   "Lineage: " + " -> ".join(_step(c) for c in store.lineage(best.id)), "",
                   "```c", _code(best.completion), "```"]
+    causes = run_causes(store)
+    if causes:
+        lines += ["", "## Why answers failed", "", "```", *cause_lines(causes), "```"]
     lines += archive_tables(store)
     lines += heldout_table(store)
     lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
