@@ -1,0 +1,4 @@
+"""python -m perfgym.cli"""
+from . import main
+
+main()

@@ -1,0 +1,323 @@
+"""`perfgym search`: a model in the loop, every candidate in the run store."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from .. import machine as machine_mod
+from .. import sandbox
+from ..config import EvalConfig
+from ..rewards import SCHEMES
+from ..tasks import get_task
+from .common import PROFILERS_HELP, PROFILE_HELP, UserError, _guard, app, console, err_console
+from .eval_cmd import _profile
+from .memory import _open_memory
+
+
+class _LiveView:
+    """Iteration, candidates evaluated, best GFLOP/s so far and the status mix, kept current."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.live import Live
+        self.counts: dict[str, int] = {}
+        self.best: float | None = None
+        self.iteration = 0
+        self.live = Live(self._render(), console=err_console, refresh_per_second=4,
+                         transient=False) if enabled else None
+
+    def _render(self):
+        table = Table("iteration", "evaluated", "best GFLOP/s", "status mix")
+        table.add_row(str(self.iteration), str(sum(self.counts.values())),
+                      f"{self.best:.2f}" if self.best else "-",
+                      " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items())))
+        return table
+
+    def update(self, candidate) -> None:
+        self.iteration = candidate.iteration
+        self.counts[candidate.status] = self.counts.get(candidate.status, 0) + 1
+        if candidate.ok and candidate.gflops and (self.best is None or candidate.gflops > self.best):
+            self.best = candidate.gflops
+        if self.live:
+            self.live.update(self._render())
+
+    def __enter__(self):
+        if self.live:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live:
+            self.live.stop()
+
+
+@app.command("search")
+@_guard
+def search_cmd(
+    task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
+    algo: str = typer.Option("sqd", help="sqd, refine, best-of-n or evolve"),
+    policy: Optional[str] = typer.Option(None, help="openai, hf, openvino or replay (default: "
+                                         "openai when --model, --base-url or $OPENAI_BASE_URL "
+                                         "is set, replay with --replay, else the local model: "
+                                         "openvino, the fast CPU engine, when installed, "
+                                         "else hf)"),
+    model: Optional[str] = typer.Option(None, help="model name (openai policy)"),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL "
+                                           "(default: $OPENAI_BASE_URL)"),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable with the key"),
+    model_path: Optional[Path] = typer.Option(None, help="hf/openvino policy: a model or adapter "
+                                              "directory or a .gguf (default: SmolLM2-135M-"
+                                              "Instruct)"),
+    replay: Optional[Path] = typer.Option(None, help="JSONL of completions (replay policy)"),
+    run_dir: Path = typer.Option(Path("runs/latest"), help="where the run store lives"),
+    resume: bool = typer.Option(False, help="continue the run in --run-dir"),
+    iterations: Optional[int] = typer.Option(None, help="SQD iterations (default 3; 1 with "
+                                             "the local default model, a short first run)"),
+    g: int = typer.Option(4, "--G", help="children per node (SQD)"),
+    ratios: str = typer.Option("0.4,0.3,0.3", help="SQD top,middle,error shares"),
+    stages: str = typer.Option("1,2,3,4,5,6", help="SQD stages"),
+    n: int = typer.Option(8, help="samples (best-of-n)"),
+    turns: int = typer.Option(4, help="turns per chain (refine)"),
+    chains: int = typer.Option(1, help="parallel chains (refine)"),
+    stage: Optional[int] = typer.Option(None, help="stage rules for refine / best-of-n / "
+                                        "evolve"),
+    sizes: Optional[str] = typer.Option(None, help="judge every candidate on a size set of "
+                                        "the task: default or train (folded: the worst status, "
+                                        "geometric-mean rates; default: the default size)"),
+    heldout: bool = typer.Option(True, help="at the end, judge the best kernels on the task's "
+                                 "held-out sizes (for the report)"),
+    islands: int = typer.Option(2, help="islands (evolve)"),
+    generations: int = typer.Option(4, help="generations (evolve)"),
+    children: int = typer.Option(4, help="children per island per generation (evolve)"),
+    migrate_every: int = typer.Option(2, help="generations between migrations (evolve; 0: "
+                                      "never)"),
+    migrants: int = typer.Option(1, help="elites each island sends the next (evolve)"),
+    features: str = typer.Option("techniques,roofline", help="archive axes (evolve): "
+                                 "techniques, roofline, code_size"),
+    crossover: float = typer.Option(0.25, help="share of children with two parents (evolve)"),
+    exploit: float = typer.Option(0.7, help="share of parents that are the island's best, "
+                                  "not a random elite (evolve)"),
+    reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
+    opt: str = typer.Option("O3", help="optimization level of the benchmark"),
+    temperature: Optional[float] = typer.Option(None, help="sampling temperature (default "
+                                                "1.0; the local default model: measured, "
+                                                "see the docs)"),
+    top_k: Optional[int] = typer.Option(None, help="sample from the k likeliest tokens (0: "
+                                        "off; default 40)"),
+    top_p: Optional[float] = typer.Option(None, help="nucleus sampling (1: off; default 0.95)"),
+    min_p: Optional[float] = typer.Option(None, help="drop tokens below this share of the "
+                                          "likeliest (0: off; default 0.05)"),
+    repetition_penalty: float = typer.Option(1.0, help="penalize repeating generated tokens "
+                                             "(the prompt is spared; 1: off)"),
+    max_tokens: Optional[int] = typer.Option(None, help="tokens per completion (default 2048; "
+                                             "the local default model: 256)"),
+    answer_start: Optional[bool] = typer.Option(
+        None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
+        "answer (fence, includes, the entry's signature) and the model writes the body "
+        "(default: on for the local default model)"),
+    grammar: Optional[bool] = typer.Option(
+        None, "--grammar/--no-grammar", help="constrain an opened answer's body to balanced "
+        "braces ending at the entry's brace (openvino policy; default: measured for the "
+        "default model)"),
+    concurrency: int = typer.Option(8, help="requests in flight (openai policy)"),
+    templates: Optional[Path] = typer.Option(None, help="directory of prompt templates "
+                                             "(generate.txt, improve.txt, ...) overriding ours"),
+    ray_address: Optional[str] = typer.Option(None, help="evaluate on this Ray cluster's "
+                                              "benchmark nodes"),
+    memory: Optional[Path] = typer.Option(None, help="a kernel memory (`perfgym memory`): "
+                                          "prompts show its kernels of similar tasks"),
+    memory_k: int = typer.Option(3, help="how many memory kernels a prompt shows"),
+    as_json: bool = typer.Option(False, "--json", help="print the best candidate as JSON"),
+    profile: bool = typer.Option(False, "--profile", help=PROFILE_HELP + "; improve and "
+                                 "repair prompts carry the lines"),
+    profilers: Optional[str] = typer.Option(None, help=PROFILERS_HELP),
+) -> None:
+    """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
+    import os
+    from ..policies import PolicyError, default_local_policy, make_policy
+    from ..search import SQD, BestOfN, Engine, Evolve, EvolveConfig, Refine, SQDConfig
+    from ..store import RunStore
+
+    sandbox.sweep_stale()  # what killed drivers left behind (a --resume after a kill too)
+    if algo not in ("sqd", "refine", "best-of-n", "evolve"):
+        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n, evolve")
+    try:
+        evolve_config = EvolveConfig(generations, islands, children, migrate_every, migrants,
+                                     tuple(f.strip() for f in features.split(",")),
+                                     exploit=exploit, crossover=crossover, stage=stage)
+    except ValueError as exc:
+        raise UserError(f"evolve options: {exc}") from None
+    if policy is None:
+        policy = ("replay" if replay else "openai" if model or base_url or
+                  os.environ.get("OPENAI_BASE_URL") else default_local_policy())
+    local_default = policy in ("hf", "openvino") and model_path is None
+    from ..models import DEFAULT_SAMPLING
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+             "max_tokens": max_tokens}
+    chosen = {**(DEFAULT_SAMPLING if local_default else
+                 {"temperature": 1.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+                  "max_tokens": 2048}),
+              **{k: v for k, v in given.items() if v is not None}}
+    temperature, top_k, top_p, min_p, max_tokens = (
+        chosen["temperature"], chosen["top_k"], chosen["top_p"], chosen["min_p"],
+        chosen["max_tokens"])
+    if answer_start is None:
+        answer_start = local_default
+    if grammar is None:
+        grammar = bool(local_default and policy == "openvino" and DEFAULT_SAMPLING["grammar"])
+    if grammar and not (answer_start and policy == "openvino"):
+        raise UserError("--grammar constrains opened answers on the openvino policy: add "
+                        "--answer-start and --policy openvino, or drop --grammar")
+    if answer_start and policy == "replay":
+        raise UserError("--answer-start: replayed answers are whole answers already; drop it")
+    if iterations is None:
+        iterations = 1 if local_default else 3
+    if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
+        raise UserError("--top-p is in (0, 1], --min-p in [0, 1), --top-k >= 0 and "
+                        "--repetition-penalty > 0")
+    if not (temperature >= 0 and max_tokens >= 1 and concurrency >= 1):
+        raise UserError("--temperature is at least 0, --max-tokens and --concurrency at least 1")
+    if min(n, turns, chains) < 1:
+        raise UserError("--n, --turns and --chains are at least 1")
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+                "repetition_penalty": repetition_penalty, "max_tokens": max_tokens}
+    if grammar:  # (absent otherwise: runs from before the option resume as they were)
+        sampling["grammar"] = True
+    if reward not in SCHEMES:
+        raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    t = get_task(task)
+    try:
+        ratio_values = tuple(float(x) for x in ratios.split(","))
+        stage_values = tuple(int(x) for x in stages.split(","))
+    except ValueError:
+        raise UserError("--ratios takes three numbers and --stages integers, comma-separated")
+    size_set = _search_sizes(t, sizes)
+    config = {"task": t.name, "algo": algo, "policy": policy, "model": model or (
+        str(model_path) if model_path else None), "iterations": iterations, "G": g,
+        "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
+        "chains": chains, "stage": stage, "reward": reward, "opt": opt,
+        "sampling": sampling}
+    profilers = _profile(profile, profilers)
+    if profilers:  # (a run without profiling keeps the config it was started with)
+        config["profile"] = list(profilers)
+    if sizes is not None:  # (absent otherwise: runs from before the option resume as they were)
+        config["sizes"] = sizes
+    if answer_start:
+        config["answer_start"] = True
+    if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
+        config["evolve"] = {"islands": islands, "generations": generations,
+                            "children": children, "migrate_every": migrate_every,
+                            "migrants": migrants, "features": list(evolve_config.features),
+                            "crossover": crossover, "exploit": exploit}
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--run-dir {run_dir} is a file: give a directory (new or a run's)")
+    if RunStore.exists(run_dir) and not resume:
+        raise UserError(f"{run_dir} already holds a run: pass --resume to continue it or choose "
+                        "another --run-dir")
+    if templates is not None and not templates.is_dir():
+        raise UserError(f"--templates {templates} is not a directory")
+    if policy == "replay" and replay is None:
+        raise UserError("the replay policy needs --replay FILE")
+    if memory is not None:
+        if memory_k < 1:
+            raise UserError(f"--memory-k is how many kernels a prompt shows, at least 1, "
+                            f"not {memory_k}")
+        config.update(memory=str(memory), memory_k=memory_k)
+        kernel_memory = _open_memory(memory)
+    if resume and RunStore.exists(run_dir):
+        previous = RunStore(run_dir)
+        started_with = previous.config()
+        previous.close()
+        if started_with not in (None, config):
+            raise UserError(f"{run_dir} was started with other settings; resume with the "
+                            "same options (see `perfgym report`)")
+    try:  # before the run store: a model that cannot load leaves no half-made run behind
+        pol = make_policy(policy, model=model, base_url=base_url,
+                          api_key=os.environ.get(api_key_env), model_path=model_path,
+                          path=replay, concurrency=concurrency)
+    except (PolicyError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    store = RunStore(run_dir)
+    store.set_config(config)
+    info = machine_mod.machine_info()
+    with _LiveView(not as_json and sys.stderr.isatty()) as view:
+        engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers), reward, sampling,
+                        info, on_result=view.update, templates=templates, sizes=size_set,
+                        answer_start=answer_start)
+        if memory is not None:
+            engine.memory, engine.memory_k = kernel_memory, memory_k
+        if ray_address:
+            from ..executors.ray_executor import RayExecutor
+            engine.executor = RayExecutor(ray_address).evaluate_many
+        try:
+            if algo == "sqd":
+                best = SQD(engine, SQDConfig(iterations, g, ratio_values, stage_values)).run()
+            elif algo == "refine":
+                best = Refine(engine, turns, chains, stage).run()
+            elif algo == "evolve":
+                best = Evolve(engine, evolve_config).run()
+            else:
+                best = BestOfN(engine, n, stage).run()
+        except PolicyError as exc:
+            raise UserError(f"{exc} (the run is saved; rerun with --resume)") from None
+        if heldout:
+            from ..search.heldout import judge_heldout
+            judge_heldout(engine)
+    store.event("search_done")
+    from ..report import write_plots, write_summary
+    report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
+    counts = answer_counts(store, t)
+    from ..report.causes import lines as cause_lines, next_step, run_causes
+    causes = run_causes(store)
+    if as_json:
+        print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
+                          "best_id": best.id if best else None, "answers": counts,
+                          "failure_causes": dict(causes.most_common()),
+                          "next_step": next_step(causes) if not counts["passed"] else None},
+                         indent=2))
+        return
+    console.print(f"answers: {counts['answers']}; {counts['parsed']} parsed, {counts['compiled']}"
+                  f" compiled, {counts['passed']} passed", highlight=False)
+    if counts["answers"] and not counts["passed"]:  # say why, and what to try
+        console.print("why none passed:", highlight=False)
+        for line in cause_lines(causes):
+            console.print("  " + line, highlight=False)
+    if best is None:
+        console.print(f"no correct kernel yet; the run is in {run_dir}", highlight=False)
+    else:
+        console.print(f"best: #{best.id} (iteration {best.iteration}, stage {best.stage}) "
+                      f"{best.outcome['message']}", highlight=False)
+    console.print(f"run store: {store.path}; report: {report}", style="dim", highlight=False)
+
+
+def answer_counts(store, task) -> dict[str, int]:
+    """How far the run's answers got: parsed (a kernel in them), compiled, passed (OK)."""
+    from ..outcome import Status
+    compiled = {s.value for s in (Status.TIMEOUT, Status.RUNTIME_ERROR, Status.WRONG_ANSWER,
+                                  Status.OK)}
+    counts = {"answers": 0, "parsed": 0, "compiled": 0, "passed": 0}
+    for c in store.candidates():
+        if c.outcome is None or c.op == "seed":  # the task's own kernel, not an answer
+            continue
+        status = c.outcome.get("status")
+        counts["answers"] += 1
+        counts["parsed"] += status != Status.FORMAT_ERROR.value
+        counts["compiled"] += status in compiled
+        counts["passed"] += status == Status.OK.value
+    return counts
+
+
+def _search_sizes(task, label: str | None) -> list[dict[str, int]] | None:
+    """The size set a search judges on. Held-out sizes are refused: they judge the result."""
+    if label is None:
+        return None
+    if label not in ("default", "train"):
+        raise UserError(f"--sizes {label!r}: a search judges on default or train (held-out "
+                        "sizes are kept for judging what it found: perfgym eval --sizes heldout)")
+    if not hasattr(task, "sizes"):
+        raise UserError(f"--sizes: task {task.name}'s sizes are fixed in its problem file")
+    return task.sizes(label)

@@ -1,0 +1,170 @@
+"""`perfgym train`: GRPO, SFT and recipes (the train extra)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..rewards import SCHEMES
+from .common import UserError, _guard, app, console
+
+
+train_app = typer.Typer(help="Train a model from the gym's rewards (needs the train extra).",
+                        no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+
+def _train_extra():
+    try:
+        import peft  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError:
+        raise UserError("training needs the train extra: pip install torch==2.13.0 "
+                        "'perfgym[train]' (or a CUDA torch build first)") from None
+
+
+@train_app.command("grpo")
+@_guard
+def train_grpo(
+    model_path: Optional[Path] = typer.Option(None, help="model or adapter directory or .gguf "
+                                              "(default: SmolLM2-135M-Instruct)"),
+    task: str = typer.Option("dgemm", help="the task; fixed mode takes several, "
+                             "comma-separated (prompts cycle over them)"),
+    mode: str = typer.Option("fixed", help="fixed (experiment 1) or sqd (experiment 2)"),
+    output_dir: Path = typer.Option(Path("runs/grpo")),
+    steps: int = typer.Option(200),
+    g: int = typer.Option(8, "--G", help="completions per prompt (num_generations)"),
+    groups_per_step: int = typer.Option(1, help="prompts per step"),
+    fixed_prompts: int = typer.Option(8),
+    lr: float = typer.Option(5e-7, help="learning rate"),
+    beta: float = typer.Option(0.0, help="KL coefficient (0 allowed)"),
+    epsilon: float = typer.Option(0.2, help="clip range"),
+    loss_type: str = typer.Option("grpo"),
+    max_completion_length: int = typer.Option(1024),
+    temperature: float = typer.Option(1.0),
+    top_k: int = typer.Option(0, help="sample from the k likeliest tokens (0: off)"),
+    top_p: float = typer.Option(1.0, help="nucleus sampling (1: off)"),
+    min_p: float = typer.Option(0.0, help="drop tokens below this share of the likeliest "
+                                "(0: off); no repetition penalty: GRPO needs on-policy samples"),
+    reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
+    opt: str = typer.Option("O3", help="compiler optimization level of the benchmark"),
+    stage: Optional[int] = typer.Option(None, help="stage rules (fixed mode)"),
+    lora: bool = typer.Option(False, help="train a LoRA adapter instead of all weights"),
+    lora_r: int = typer.Option(16),
+    lora_alpha: int = typer.Option(32),
+    lora_dropout: float = typer.Option(0.05),
+    lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj"),
+    vllm: Optional[str] = typer.Option(None, help="server or colocate (fixed mode)"),
+    vllm_server_url: Optional[str] = typer.Option(None),
+    engine: Optional[str] = typer.Option(None, help="fixed mode's generation: openvino (the "
+                                         "fast CPU engine) or transformers (default: openvino "
+                                         "for the default model when installed)"),
+    save_steps: int = typer.Option(50),
+    templates: Optional[Path] = typer.Option(None, help="prompt template directory"),
+    sizes: Optional[str] = typer.Option(None, help="reward on a size set of the task: default "
+                                        "or train (the folded outcome: worst status, "
+                                        "geometric-mean rates)"),
+    prompt_op: str = typer.Option("generate", help="fixed mode's prompt: generate from the "
+                                  "task, or improve its naive kernel (as a search starts)"),
+    answer_start: Optional[bool] = typer.Option(
+        None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
+        "answer and the model the body; the parse tier is not paid (default: on for the "
+        "default model in fixed mode)"),
+    resume: bool = typer.Option(False, help="continue from the last checkpoint"),
+) -> None:
+    """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
+    _train_extra()
+    from ..train import grpo
+    if reward not in SCHEMES:
+        raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    if engine is None:
+        from ..engine.openvino import available
+        engine = ("openvino" if available() and mode == "fixed" and vllm is None
+                  and model_path is None else "transformers")
+    settings = grpo.GRPOSettings(
+        model_path=str(model_path) if model_path else None, task=task, mode=mode, output_dir=str(output_dir),
+        steps=steps, G=g, groups_per_step=groups_per_step, fixed_prompts=fixed_prompts,
+        learning_rate=lr, beta=beta, epsilon=epsilon, loss_type=loss_type,
+        max_completion_length=max_completion_length, temperature=temperature, top_k=top_k,
+        top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
+        lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
+        vllm_server_url=vllm_server_url, engine=engine, save_steps=save_steps,
+        templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
+        answer_start=(model_path is None and mode == "fixed") if answer_start is None
+        else answer_start)
+    run = grpo.train(settings, resume=resume)
+    last = run.reward.step_stats[-1] if run.reward.step_stats else {}
+    console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "
+                  f"{output_dir}/final, log in {output_dir}/train_log.jsonl", highlight=False)
+
+
+@train_app.command("sft")
+@_guard
+def train_sft(
+    model_path: Optional[Path] = typer.Option(None, help="model directory or .gguf (default: "
+                                              "SmolLM2-135M-Instruct)"),
+    pairs: Path = typer.Option(..., help="JSONL of pairs (or prompt/completion records)"),
+    output_dir: Path = typer.Option(Path("runs/sft")),
+    lora: bool = typer.Option(True),
+    lora_r: int = typer.Option(32),
+    lora_alpha: int = typer.Option(64),
+    lora_dropout: float = typer.Option(0.1),
+    lr: float = typer.Option(2e-4),
+    batch_size: int = typer.Option(4),
+    max_length: int = typer.Option(4096),
+    epochs: float = typer.Option(8.0),
+    warmup_steps: int = typer.Option(100),
+    max_steps: int = typer.Option(-1, help="> 0 overrides epochs"),
+) -> None:
+    """SFT with LoRA on slow/fast pairs (seed 001 defaults)."""
+    _train_extra()
+    from ..train import sft
+    if not pairs.is_file():
+        raise UserError(f"--pairs {pairs} does not exist")
+    settings = sft.SFTSettings(model_path=str(model_path) if model_path else None,
+                               pairs=str(pairs),
+                               output_dir=str(output_dir), lora=lora, lora_r=lora_r,
+                               lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                               learning_rate=lr, batch_size=batch_size, max_length=max_length,
+                               epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps)
+    sft.train(settings)
+    console.print(f"adapter in {output_dir}/final" + (f", merged model in {output_dir}/merged"
+                                                      if lora else ""), highlight=False)
+
+
+@train_app.command("recipe")
+@_guard
+def train_recipe(recipe: str = typer.Argument(..., help="a recipe TOML file, or the name of a "
+                                             "shipped one: seed000_exp1_fixed, "
+                                             "seed000_exp2_sqd, seed001_sft_then_grpo, "
+                                             "cpu_learning_curve"),
+                 model_path: Optional[Path] = typer.Option(None, help="model directory or .gguf "
+                                                           "(default: SmolLM2-135M-Instruct)"),
+                 output_dir: Path = typer.Option(Path("runs/recipe")),
+                 steps: Optional[int] = typer.Option(None, help="GRPO steps"),
+                 g: Optional[int] = typer.Option(None, "--G", help="GRPO completions per prompt"),
+                 lr: Optional[float] = typer.Option(None, help="GRPO learning rate"),
+                 max_completion_length: Optional[int] = typer.Option(
+                     None, help="GRPO tokens per completion"),
+                 sft_steps: Optional[int] = typer.Option(None, help="SFT optimizer steps"),
+                 sft_lr: Optional[float] = typer.Option(None, help="SFT learning rate"),
+                 sft_max_length: Optional[int] = typer.Option(None, help="SFT tokens per "
+                                                              "example"),
+                 seed: Optional[int] = typer.Option(None, help="GRPO seed"),
+                 smoke: bool = typer.Option(False, help="minutes on the CPU with the tiny "
+                                            "local model")) -> None:
+    """Run a recipe: [pairs] or [data] -> [sft] -> [grpo], each section if present; flags
+    override the recipe's values."""
+    _train_extra()
+    from ..train import recipes
+    overrides = {"grpo": {"steps": steps, "G": g, "learning_rate": lr, "seed": seed,
+                          "max_completion_length": max_completion_length},
+                 "sft": {"max_steps": sft_steps, "learning_rate": sft_lr,
+                         "max_length": sft_max_length}}
+    results = recipes.run(recipe, str(model_path) if model_path else None, output_dir, smoke,
+                          overrides)
+    (output_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    console.print(json.dumps(results, indent=2, default=str), highlight=False)
+    console.print(f"results in {output_dir / 'results.json'}", style="dim", highlight=False)
