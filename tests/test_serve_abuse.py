@@ -202,13 +202,39 @@ def test_a_server_error_is_an_answer_on_a_usable_connection(monkeypatch):
         thread.join(timeout=10)
 
 
-def test_the_client_reports_a_cut_connection_as_a_service_error(server):
-    """A body far over the limit: the server answers 413 and closes while the client may still
-    be sending; either way the client raises its own error, never a bare socket exception."""
+def test_an_ordinary_client_reads_the_413_of_a_body_over_the_limit(server):
+    """A body 11x the limit, sent whole at once (no Expect: 100-continue): the server reads and
+    drops it before answering, so the client reads the 413, every time, not a reset."""
+    _, port = server
+    client = RewardClient(f"http://127.0.0.1:{port}", TOKEN, timeout=30)
+    for _ in range(5):
+        with pytest.raises(RewardServiceError, match="413"):
+            client.evaluate([{"task": "dgemm", "code": "x" * 190_000}] * 60)
+    body = b"x" * (3 * MAX_BODY)
+    for _ in range(5):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/evaluate", body, {"Authorization": f"Bearer {TOKEN}",
+                                                 "Content-Type": "application/json"})
+        assert conn.getresponse().status == 413
+        conn.close()
+
+
+def test_a_client_expecting_100_continue_gets_the_413_before_sending(server):
+    _, port = server
+    sock = connect(port)
+    sock.sendall(head("/evaluate", f"Content-Length: {2 * MAX_BODY}\r\n"
+                                   "Expect: 100-continue\r\n"))
+    status, data = answer(sock)  # the body was never sent
+    assert status == 413 and b"100 Continue" not in data
+
+
+def test_a_body_past_the_drain_bound_is_not_read(server):
+    """Far past the bound the server does not read on: the client gets its error (a 413 or a
+    cut connection), as the client's own exception, never a bare socket one."""
     _, port = server
     client = RewardClient(f"http://127.0.0.1:{port}", TOKEN, timeout=30)
     with pytest.raises(RewardServiceError, match="413|reset|connection failed|Broken pipe"):
-        client.evaluate([{"task": "dgemm", "code": "x" * 190_000}] * 60)
+        client.evaluate([{"task": "dgemm", "code": "x" * 190_000}] * 120)
 
 
 @pytest.mark.parametrize("field", ["code", "task", "size", "group"])

@@ -80,6 +80,8 @@ class EvaluateResponse(BaseModel):
     elapsed: float
 
 
+DRAIN_FACTOR = 16  # an over-limit body up to 16x the limit is read before its 413 ...
+MAX_DRAIN = 64 << 20  # ... and never more than 64 MiB
 REQUEST_TIMEOUT = 60.0  # seconds for a request's headers, and again for its body
 IDLE_TIMEOUT = 15.0  # seconds without a byte while a request's body is on its way
 
@@ -88,19 +90,49 @@ class BodyGuard:
     """ASGI middleware that reads each request's body itself before the app sees it, so size and
     pace are bounded whatever the client declares: past `max_body` bytes (a chunked body has no
     Content-Length) the answer is 413, when no byte comes for `idle` seconds or the body is not
-    complete after `deadline` seconds it is 408, and either way the connection is closed without
-    reading the rest. It also keeps a server error an ordinary answer on a usable connection."""
+    complete after `deadline` seconds it is 408, and either way the connection is closed. An
+    over-limit body is read and dropped up to a bound first, so that its client reads the 413
+    rather than a reset. It also keeps a server error an ordinary answer on a usable connection."""
 
     def __init__(self, app, max_body: int, idle: float, deadline: float) -> None:
         self.app, self.max_body, self.idle, self.deadline = app, max_body, idle, deadline
+        # how much of an over-limit body is read (and dropped) so its 413 can be read: a
+        # body past this is cut off, and its client may see a reset instead
+        self.drain_limit = min(DRAIN_FACTOR * max_body, MAX_DRAIN)
+
+    async def _drain(self, receive, seen: int, ends: float) -> None:
+        """Read and drop the rest of a body, within the drain bound and the body's deadlines."""
+        while seen <= self.drain_limit:
+            try:
+                wait = min(self.idle, ends - time.monotonic())
+                message = await asyncio.wait_for(receive(), max(wait, 0.0))
+            except asyncio.TimeoutError:
+                return
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self.max_body:
-            return await _refuse(send, 413, f"request body over the limit of {self.max_body} bytes")
-        body, ends = bytearray(), time.monotonic() + self.deadline
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"0")
+        over = f"request body over the limit of {self.max_body} bytes"
+        ends = time.monotonic() + self.deadline
+        if not declared.isdigit():
+            return await _refuse(send, 413, over)
+        if int(declared) > self.max_body:
+            # a client that waits for "100 Continue" reads the 413 now (uvicorn sends the 100
+            # only once the body is asked for); one that sends its body at once would have its
+            # connection reset, the answer unread, were the rest left in the socket: that body
+            # is read and dropped first, when it is within the drain bound
+            if (headers.get(b"expect", b"").lower() != b"100-continue"
+                    and int(declared) <= self.drain_limit):
+                await self._drain(receive, 0, ends)
+            return await _refuse(send, 413, over)
+        body = bytearray()
         while True:
             try:
                 wait = min(self.idle, ends - time.monotonic())
@@ -113,8 +145,9 @@ class BodyGuard:
                 return
             body += message.get("body", b"")
             if len(body) > self.max_body:
-                return await _refuse(send, 413,
-                                     f"request body over the limit of {self.max_body} bytes")
+                if message.get("more_body", False):
+                    await self._drain(receive, len(body), ends)
+                return await _refuse(send, 413, over)
             if not message.get("more_body", False):
                 break
 
