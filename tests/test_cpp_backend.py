@@ -61,17 +61,23 @@ def run(task, text, fast):
     return evaluate(task, text, SIZE, fast)
 
 
+@pytest.fixture(params=["a C++ task", "a C task, a ```cpp answer"])
+def either(request, cpp_dgemm, dgemm):
+    """The C++ rules hold the same for a C++ task and for a C task's C++ answer."""
+    return cpp_dgemm if request.param == "a C++ task" else dgemm
+
+
 def test_the_task_is_served_by_the_cpp_backend(cpp_dgemm):
     assert cpp_dgemm.language == "cpp" and backend_for(cpp_dgemm).label == "C++/OpenMP"
 
 
-def test_a_cpp_kernel_with_containers_and_lambdas_is_ok(cpp_dgemm, fast):
-    o = run(cpp_dgemm, GOOD, fast)
+def test_a_cpp_kernel_with_containers_and_lambdas_is_ok(either, fast):
+    o = run(either, GOOD, fast)
     assert o.status is Status.OK, o.message + o.details
 
 
-def test_a_wrong_cpp_kernel_is_caught_at_the_check_call(cpp_dgemm, fast):
-    o = run(cpp_dgemm, GOOD.replace("row[j] += a *", "row[j] -= a *"), fast)
+def test_a_wrong_cpp_kernel_is_caught_at_the_check_call(either, fast):
+    o = run(either, GOOD.replace("row[j] += a *", "row[j] -= a *"), fast)
     assert o.status is Status.WRONG_ANSWER and "first input set" in o.message
 
 
@@ -80,46 +86,69 @@ def test_the_naive_c_kernel_compiles_as_cpp_too(cpp_dgemm, fast):
     assert o.status is Status.OK, o.message
 
 
-def test_cpp_only_syntax_fails_to_compile_on_a_c_task(dgemm, fast):
-    o = evaluate(dgemm, GOOD, SIZE, fast)
+def test_a_cpp_answer_on_a_c_task_is_judged_as_cpp(dgemm, fast):
+    from perfgym.backends import backend_for_answer
+    assert backend_for_answer(dgemm, GOOD).language == "cpp"
+    o = evaluate(dgemm, GOOD, SIZE, fast.replace(compare_baseline=True))
+    assert o.status is Status.OK, o.message
+    assert o.speedup is not None  # against the task's own C kernel
+    # the same code under a ```c fence is C, where <vector> is no header
+    as_c = GOOD.replace("```cpp", "```c", 1)
+    assert backend_for_answer(dgemm, as_c).language == "c"
+    o = evaluate(dgemm, as_c, SIZE, fast)
     assert o.status is Status.LIBRARY_VIOLATION and "<vector>" in o.message
+    # the block that defines the entry decides, not a ```cpp snippet before it
+    mixed = "```cpp\nint unused;\n```\n" + as_c
+    assert backend_for_answer(dgemm, mixed).language == "c"
+
+
+def test_a_cpp_file_on_a_c_task_from_the_command_line(dgemm, tmp_path):
+    import subprocess
+    import sys
+    source = tmp_path / "k.cpp"
+    source.write_text(GOOD.split("\n", 1)[1].rsplit("```", 1)[0])  # the code, no fence
+    r = subprocess.run([sys.executable, "-m", "perfgym.cli", "eval", str(source), "--task",
+                        "dgemm", "--size", "M=48,N=40,K=32", "--json"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert '"status": "OK"' in r.stdout
 
 
 @pytest.mark.parametrize("header", ["thread", "chrono", "fstream", "iostream", "future",
                                     "atomic", "mutex"])
-def test_headers_for_threads_clocks_and_files_are_refused(cpp_dgemm, fast, header):
-    o = run(cpp_dgemm, kernel(NAIVE % "", f"#include <{header}>"), fast)
+def test_headers_for_threads_clocks_and_files_are_refused(either, fast, header):
+    o = run(either, kernel(NAIVE % "", f"#include <{header}>"), fast)
     assert o.status is Status.LIBRARY_VIOLATION and f"<{header}>" in o.message
 
 
-def test_a_static_initialiser_is_refused(cpp_dgemm, fast):
+def test_a_static_initialiser_is_refused(either, fast):
     # code that would run before the harness: a global whose constructor does work
     body = ("struct Warm { double v; Warm() : v(1.0) { for (int i = 0; i < 1000; i++) v *= 1.0001; } };\n"
             "Warm warm;\n" + NAIVE % "")
-    o = run(cpp_dgemm, kernel(body), fast)
+    o = run(either, kernel(body), fast)
     assert o.status is Status.LIBRARY_VIOLATION, o.message
     assert "init_array" in o.message or "global symbol" in o.message
 
 
-def test_a_static_object_with_a_destructor_is_refused(cpp_dgemm, fast):
+def test_a_static_object_with_a_destructor_is_refused(either, fast):
     body = ("#include <vector>\nstatic std::vector<double> cache(16);\n" + NAIVE % "")
-    o = run(cpp_dgemm, kernel(body), fast)
+    o = run(either, kernel(body), fast)
     assert o.status is Status.LIBRARY_VIOLATION, o.message
 
 
-def test_a_function_local_static_memo_is_refused(cpp_dgemm, fast):
+def test_a_function_local_static_memo_is_refused(either, fast):
     # dynamic initialisation of a local static needs the runtime's guard: state across calls
     prologue = "static double *memo = (double *)malloc(sizeof(double) * M * N); (void)memo;"
-    o = run(cpp_dgemm, kernel(NAIVE % prologue, "#include <cstdlib>"), fast)
+    o = run(either, kernel(NAIVE % prologue, "#include <cstdlib>"), fast)
     assert o.status is Status.LIBRARY_VIOLATION and "__cxa_guard" in o.message, o.message
     # and one with a destructor registers it with the runtime: refused as well
     prologue = "static std::vector<double> memo(M * N); (void)memo;"
-    o = run(cpp_dgemm, kernel(NAIVE % prologue, "#include <vector>"), fast)
+    o = run(either, kernel(NAIVE % prologue, "#include <vector>"), fast)
     assert o.status is Status.LIBRARY_VIOLATION and "__cxa_" in o.message, o.message
 
 
-def test_an_exception_escaping_the_entry_is_a_runtime_error(cpp_dgemm, fast):
-    o = run(cpp_dgemm, kernel(NAIVE % "if (M > 0) throw 42;"), fast)
+def test_an_exception_escaping_the_entry_is_a_runtime_error(either, fast):
+    o = run(either, kernel(NAIVE % "if (M > 0) throw 42;"), fast)
     assert o.status is Status.RUNTIME_ERROR and "exception" in o.message, o.message
 
 

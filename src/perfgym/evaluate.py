@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from . import machine
-from .backends import Prepared, backend_for
+from .backends import Prepared, backend_for, backend_for_answer
 from .cache import OutcomeCache, cache_key
 from .config import EvalConfig
 from .outcome import Outcome, Status
@@ -57,7 +57,7 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
     """Everything before the timed run. Returns an Outcome when the candidate stops early
     (or is in the cache)."""
     started = time.monotonic()
-    backend = backend_for(task)
+    backend = backend_for_answer(task, text)
     size = dict(size or task.default_size)
     task.check_size(size)
     info = machine.summary(machine.machine_info(config.compiler))
@@ -71,13 +71,14 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
             outcome_cache().put(key, prepared)
         return prepared
     prepared.key = key
+    prepared.backend = backend
     return prepared
 
 
 def measure(p: Prepared) -> Outcome:
     """Run, verify and time a prepared candidate (one at a time: the backend takes the
     exclusive lane while it times)."""
-    backend = backend_for(p.task)
+    backend = p.backend or backend_for(p.task)
     try:
         outcome = backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
                                             p.techniques))
@@ -92,7 +93,8 @@ def measure(p: Prepared) -> Outcome:
 def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcome:
     """Add the speedup over the task's baseline (`base`, when the caller has timed it for a
     batch), a one-line message, and cache the result."""
-    if outcome.ok and p.config.compare_baseline and backend_for(p.task).separate_baseline:
+    backend = p.backend or backend_for(p.task)
+    if outcome.ok and p.config.compare_baseline and backend.separate_baseline:
         base = base or baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median

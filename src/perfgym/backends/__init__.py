@@ -44,6 +44,7 @@ class Prepared:
     state: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    backend: Any = None  # the backend that prepared it (a C task's C++ answer: the C++ one)
 
 
 # fail(status, message, details="", **outcome_fields) -> Outcome, with the common fields filled
@@ -134,3 +135,23 @@ def backend(language: str) -> Backend:
 
 def backend_for(task) -> Backend:
     return backend(task.language)
+
+
+# C++ fences: an answer in one of these, for a task with a C signature, is judged as C++
+CPP_FENCES = ("cpp", "c++", "cxx", "cc")
+
+
+def backend_for_answer(task, text: str) -> Backend:
+    """The backend that judges this answer: the task's own, except that a C task's answer
+    whose kernel is in a C++ block (```cpp) is built and checked as C++ (a C signature is
+    valid C++; the entry is called through the C++ backend's shim, and the baseline stays the
+    task's C kernel). The kernel the C backend would extract decides: the last block that
+    defines the entry."""
+    if task.language != "c" or "```" not in text:
+        return backend_for(task)
+    from ..extract import defines_entry, fenced_blocks
+    defining = [lang.lower() for lang, body, _ in fenced_blocks(text, most=101)
+                if defines_entry(body, task.signature)]
+    if defining and defining[-1] in CPP_FENCES:
+        return backend("cpp")
+    return backend_for(task)

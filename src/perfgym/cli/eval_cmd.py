@@ -163,9 +163,12 @@ def _candidate_text(name: str, data: bytes) -> str:
         raise UserError(f"{name} is over {MAX_CANDIDATE_BYTES >> 20} MiB; a candidate is one "
                         "kernel or one model answer")
     try:
-        return data.decode()
+        text = data.decode()
     except UnicodeDecodeError:
         raise UserError(f"{name} is not a text file") from None
+    if Path(name).suffix in (".cpp", ".cc", ".cxx") and "```" not in text:
+        text = f"```cpp\n{text}\n```"  # a C++ file is judged as C++ on any C task
+    return text
 
 
 def _rewards(scheme: str, requests: list[Request], outcomes: list[Outcome]) -> list[float]:

@@ -142,7 +142,7 @@ def _discard(ready: queue.Queue) -> None:
         except queue.Empty:
             return
         if isinstance(item, Prepared):
-            backend_for(item.task).cleanup(item)
+            (item.backend or backend_for(item.task)).cleanup(item)
 
 
 class _Progress:

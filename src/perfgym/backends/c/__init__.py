@@ -115,8 +115,10 @@ class CBackend(Backend):
         return template(op, override_dir).format(**fields)
 
     def describe(self, task) -> list[str]:
+        languages = ("C (```c) or C++ (```cpp, or a .cpp file)" if self.source is cbuild.C
+                     else "C++ (```cpp)")
         return [f"{task.name} ({task.kind})  {task.directory}",
-                f"entry: {task.entry}",
+                f"entry: {task.entry}", f"answers in: {languages}",
                 f"FLOPs: {task.flops}   bytes: {task.bytes}   reference: {task.reference}",
                 f"verify: {task.verify_mode}, |got-expected| <= {task.atol:g} + "
                 f"{task.rtol:g}*{'max' if task.tolerance_scale == 'array' else ''}|expected|",
