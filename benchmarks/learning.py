@@ -280,8 +280,16 @@ def diagnosis(out: Path, seeds: list[int]) -> dict:
     return result
 
 
+def _pct(x: float) -> str:
+    return "unbounded" if x == math.inf else f"{x:+.1%}"
+
+
+def _finite(x):
+    return None if x is None or not math.isfinite(x) else x
+
+
 def report(out: Path, seeds: list[int], plan: dict, wall: float, json_path: Path | None) -> str:
-    from perfgym.metrics import arm_mean, bootstrap_gain
+    from perfgym.metrics import arm_mean, bootstrap
     rows, numbers = [], {}
     for split, label in (("train", "training tasks, training size"),
                          ("heldout_sizes", "training tasks, held-out sizes"),
@@ -293,28 +301,31 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float, json_path: Path
             continue
         trained = {k: trained[k] for k in common}
         control = {k: control[k] for k in common}
-        gain, low, high = bootstrap_gain(trained, control)
+        b = bootstrap(trained, control)
         per_seed = {}
         for s in sorted({s for s, _ in common}):
-            t = {k: v for k, v in trained.items() if k[0] == s}
-            c = {k: v for k, v in control.items() if k[0] == s}
-            per_seed[s] = arm_mean(t) / arm_mean(c) - 1 if arm_mean(c) > 0 else None
-        numbers[split] = {"control": arm_mean(control), "trained": arm_mean(trained),
-                          "gain": gain, "low": low, "high": high, "per_seed": per_seed,
+            t = arm_mean({k: v for k, v in trained.items() if k[0] == s})
+            c = arm_mean({k: v for k, v in control.items() if k[0] == s})
+            per_seed[s] = t / c - 1 if c > 0 else math.inf
+        numbers[split] = {"control": arm_mean(control), "trained": arm_mean(trained), **b,
+                          "per_seed": per_seed,
                           "samples_per_arm": sum(map(len, trained.values()))}
-        seeds_text = ", ".join(f"{g:+.0%}" for g in per_seed.values() if g is not None)
         rows.append(f"| {label} | {numbers[split]['samples_per_arm']} | "
                     f"{numbers[split]['control']:.3f} | {numbers[split]['trained']:.3f} | "
-                    f"{gain:+.1%} | [{low:+.1%}, {high:+.1%}] | {seeds_text} |")
+                    f"{_pct(b['gain'])} | [{_pct(b['gain_low'])}, {_pct(b['gain_high'])}] | "
+                    f"{b['diff']:+.3f} [{b['diff_low']:+.3f}, {b['diff_high']:+.3f}] | "
+                    f"{', '.join(_pct(g) for g in per_seed.values())} |")
     text = ["| prompts | samples per arm | LR=0 control (initial) | GRPO (final) | learning "
-            "gain | 95% CI | per seed |", "|---|---|---|---|---|---|---|", *rows]
+            "gain | 95% CI | difference [95% CI] | gain per seed |",
+            "|---|---|---|---|---|---|---|---|", *rows]
+    detect = plan.get("detectable_gain")
     text.append(f"\nMeasure: speedup over the naive kernel per sample, failures 0. Pilot: mean "
                 f"{plan['pilot_mean']:.3f}, per-sample SD {plan['pilot_sd']:.3f} over "
                 f"{plan['pilot_samples']} samples; +{TARGET_GAIN:.0%} at 95% confidence and "
                 f"80% power needs {plan['samples_needed_for_16pct']} samples per arm; this run "
-                f"took {plan['samples_per_arm']} (gain it sees with 80% power: "
-                f"{plan['detectable_gain']:+.0%}). Seeds {seeds}; wall time {wall / 60:.0f} "
-                f"min.")
+                f"took {plan['samples_per_arm']} (the gain it sees with 80% power: "
+                f"{'-' if detect is None else f'{detect:+.0%}'}). Seeds {seeds}; wall time "
+                f"{wall / 60:.0f} min.")
     diag = diagnosis(out, seeds)
     (out / "table.md").write_text("\n".join(text) + "\n")
     if "train" in numbers:
@@ -325,20 +336,27 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float, json_path: Path
         sizes = numbers.get("heldout_sizes", {})
         result = {
             "measure": "speedup over the task's naive kernel per sample, failures 0; mean over "
-                       "tasks of the mean over seeds; gain = trained / control - 1",
+                       "tasks of the mean over seeds; gain = trained / control - 1 (null: "
+                       "unbounded, a control of 0)",
             "seeds": len(seeds), "seed_values": seeds,
             "samples_per_arm": tr["samples_per_arm"],
-            "gain_mean": tr["gain"], "gain_ci_low": tr["low"], "gain_ci_high": tr["high"],
-            "heldout_gain_mean": held.get("gain"), "heldout_gain_ci_low": held.get("low"),
-            "heldout_gain_ci_high": held.get("high"), "heldout_task": HELDOUT_TASK,
-            "heldout_sizes_gain_mean": sizes.get("gain"),
-            "heldout_sizes_gain_ci_low": sizes.get("low"),
-            "heldout_sizes_gain_ci_high": sizes.get("high"),
-            "wall_seconds": round(wall), "splits": numbers,
+            "gain_mean": _finite(tr["gain"]), "gain_ci_low": _finite(tr["gain_low"]),
+            "gain_ci_high": _finite(tr["gain_high"]),
+            "heldout_gain_mean": _finite(held.get("gain")),
+            "heldout_gain_ci_low": _finite(held.get("gain_low")),
+            "heldout_gain_ci_high": _finite(held.get("gain_high")), "heldout_task": HELDOUT_TASK,
+            "heldout_sizes_gain_mean": _finite(sizes.get("gain")),
+            "heldout_sizes_gain_ci_low": _finite(sizes.get("gain_low")),
+            "heldout_sizes_gain_ci_high": _finite(sizes.get("gain_high")),
+            "wall_seconds": round(wall),
+            "splits": {k: {kk: (_finite(vv) if isinstance(vv, float) else vv)
+                           for kk, vv in v.items() if kk != "per_seed"} |
+                       {"per_seed": {s: _finite(g) for s, g in v["per_seed"].items()}}
+                       for k, v in numbers.items()},
             "plan": {k: v for k, v in plan.items() if k != "records"},
             "diagnosis": diag, "train_tasks": list(TRAIN_TASKS),
-            "settings": {"sft": SFT, "grpo": {k: v for k, v in GRPO.items()},
-                         "eval_sampling": EVAL_SAMPLING}}
+            "settings": {"sft": SFT, "grpo": dict(GRPO), "eval_sampling": EVAL_SAMPLING,
+                         "measure_overrides": MEASURE_OVERRIDES}}
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     return "\n".join(text) + "\n\n" + json.dumps(diag, indent=1)
@@ -350,15 +368,14 @@ def plot(out: Path, seeds: list[int], numbers: dict) -> None:
     import matplotlib.pyplot as plt
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
     names = list(numbers)
-    gains = [numbers[n]["gain"] for n in names]
-    errs = [[g - numbers[n]["low"] for n, g in zip(names, gains)],
-            [numbers[n]["high"] - g for n, g in zip(names, gains)]]
-    left.bar(range(len(names)), gains, yerr=errs, capsize=6, color="tab:blue")
+    # the difference in the measure (always defined, unlike a gain over a control of 0)
+    diffs = [numbers[n]["diff"] for n in names]
+    errs = [[d - numbers[n]["diff_low"] for n, d in zip(names, diffs)],
+            [numbers[n]["diff_high"] - d for n, d in zip(names, diffs)]]
+    left.bar(range(len(names)), diffs, yerr=errs, capsize=6, color="tab:blue")
     left.axhline(0, color="black", lw=0.8)
-    left.axhline(TARGET_GAIN, color="tab:gray", ls="--", lw=0.8, label="+16%")
     left.set_xticks(range(len(names)), [n.replace("_", " ") for n in names])
-    left.set_ylabel("learning gain over LR=0 (95% CI)")
-    left.legend(fontsize=8)
+    left.set_ylabel("GRPO minus LR=0: speedup per sample (95% CI)")
     for s in seeds:
         series = training_series(out, s)
         right.plot([r["step"] for r in series], [r.get("reward") for r in series],

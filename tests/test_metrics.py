@@ -109,3 +109,15 @@ def test_bootstrap_puts_the_seeds_spread_into_the_interval():
     trained.update({(1, t): [1.0] * 60 for t in "abcde"})
     gain, low, high = bootstrap_gain(trained, control, reps=800)
     assert gain > 0.3 and low < 0.05
+
+
+def test_bootstrap_gives_the_difference_too_and_an_unbounded_gain_over_nothing():
+    from perfgym.metrics import bootstrap
+    # one success in 40 per cell: in about 13% of replicates the control draws none at all
+    control = {(1, t): [0.0] * 39 + [1.0] for t in "ab"}  # mean 0.025
+    trained = {(1, t): [0.0] * 20 + [1.0] * 20 for t in "ab"}  # mean 0.5
+    b = bootstrap(trained, control, reps=800)
+    assert b["diff"] == pytest.approx(0.475) and 0.3 < b["diff_low"] < 0.475 < b["diff_high"]
+    assert b["gain"] == pytest.approx(19.0) and b["gain_high"] == float("inf")
+    assert b["gain_low"] > 3
+

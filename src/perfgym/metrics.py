@@ -110,23 +110,31 @@ def arm_mean(cells: dict[tuple[int, str], Sequence[float]]) -> float:
 def bootstrap_gain(trained: dict[tuple[int, str], Sequence[float]],
                    control: dict[tuple[int, str], Sequence[float]], reps: int = 4000,
                    level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """The relative gain arm_mean(trained) / arm_mean(control) - 1 with a percentile bootstrap
-    interval, stratified: each replicate draws the seeds again (with replacement, the same draw
-    for both arms: seed s of the control is the same prompts and sampler seed), then the samples
-    again within every (seed, task) cell. Drawing seeds puts the run-to-run spread of training
-    into the interval, as rliable's stratified bootstrap does over runs; drawing samples within
-    cells puts in the sampling spread. Returns (gain, low, high)."""
+    """(gain, low, high): `bootstrap`'s relative gain and its interval."""
+    b = bootstrap(trained, control, reps, level, seed)
+    return b["gain"], b["gain_low"], b["gain_high"]
+
+
+def bootstrap(trained: dict[tuple[int, str], Sequence[float]],
+              control: dict[tuple[int, str], Sequence[float]], reps: int = 4000,
+              level: float = 0.95, seed: int = 0) -> dict[str, float]:
+    """The relative gain arm_mean(trained) / arm_mean(control) - 1 and the difference
+    arm_mean(trained) - arm_mean(control), each with a percentile bootstrap interval,
+    stratified: each replicate draws the seeds again (with replacement, the same draw for both
+    arms: seed s of the control is the same prompts and sampler seed), then the samples again
+    within every (seed, task) cell. Drawing seeds puts the run-to-run spread of training into
+    the interval, as rliable's stratified bootstrap does over runs; drawing samples within
+    cells puts in the sampling spread. A replicate whose control mean is 0 has an unbounded
+    gain: an upper bound of inf says so (the difference is always defined)."""
     import numpy as np
     rng = np.random.default_rng(seed)
     seeds = sorted({s for s, _ in trained})
     tasks = sorted({t for _, t in trained})
     arms = [{k: np.asarray(v, dtype=float) for k, v in arm.items()} for arm in (trained, control)]
-    point = arm_mean(trained) / arm_mean(control) - 1
-    gains = np.empty(reps)
+    means = np.empty((reps, 2))
     for r in range(reps):
         drawn = rng.choice(seeds, size=len(seeds), replace=True)
-        means = []
-        for arm in arms:
+        for a, arm in enumerate(arms):
             per_task = []
             for t in tasks:
                 per_seed = []
@@ -134,7 +142,14 @@ def bootstrap_gain(trained: dict[tuple[int, str], Sequence[float]],
                     v = arm[(s, t)]
                     per_seed.append(v[rng.integers(0, len(v), len(v))].mean())
                 per_task.append(np.mean(per_seed))
-            means.append(np.mean(per_task))
-        gains[r] = means[0] / means[1] - 1 if means[1] > 0 else np.inf
-    low, high = np.quantile(gains, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return point, float(low), float(high)
+            means[r, a] = np.mean(per_task)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gains = np.where(means[:, 1] > 0, means[:, 0] / means[:, 1] - 1, np.inf)
+    diffs = means[:, 0] - means[:, 1]
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
+    gain_low, gain_high = np.quantile(gains, q, method="inverted_cdf")  # no inf - inf
+    diff_low, diff_high = np.quantile(diffs, q)
+    t, c = arm_mean(trained), arm_mean(control)
+    return {"gain": t / c - 1 if c > 0 else math.inf, "gain_low": float(gain_low),
+            "gain_high": float(gain_high), "diff": t - c, "diff_low": float(diff_low),
+            "diff_high": float(diff_high)}
