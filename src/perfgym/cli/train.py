@@ -72,6 +72,16 @@ def train_grpo(
         None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
         "answer and the model the body; the parse tier is not paid (default: on for the "
         "default model in fixed mode)"),
+    turns: int = typer.Option(1, help="multi-turn: turns per rollout, each later one "
+                              "answering the gym's feedback on the one before (fixed mode, "
+                              "the openvino engine)"),
+    turn_return: str = typer.Option("best", help="a trajectory's reward: best, last or "
+                                    "discounted (a repeated kernel adds nothing)"),
+    gamma: float = typer.Option(0.4, help="the discount of --turn-return discounted"),
+    bf16: bool = typer.Option(False, help="bf16 autocast for the update (2x on an AVX-512 "
+                              "BF16 CPU)"),
+    micro_batch: Optional[int] = typer.Option(None, help="completions per forward and "
+                                              "backward (the step's batch is accumulated)"),
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
 ) -> None:
     """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
@@ -93,7 +103,8 @@ def train_grpo(
         vllm_server_url=vllm_server_url, engine=engine, save_steps=save_steps,
         templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
         answer_start=(model_path is None and mode == "fixed") if answer_start is None
-        else answer_start)
+        else answer_start, turns=turns, turn_return=turn_return, gamma=gamma, bf16=bf16,
+        micro_batch=micro_batch)
     run = grpo.train(settings, resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}
     console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "

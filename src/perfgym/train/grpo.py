@@ -89,6 +89,12 @@ class GRPOSettings:
     # kernel (what a search asks first); answer_start: perfgym opens each answer (opening.py)
     prompt_op: str = "generate"
     answer_start: bool = False
+    # multi-turn (fixed mode, the engine): each rollout is up to `turns` turns, each later turn
+    # answering the gym's feedback on the one before (perfgym.train.multiturn); the reward is
+    # the trajectory's return (perfgym.train.turns): best, last or discounted (gamma)
+    turns: int = 1
+    turn_return: str = "best"
+    gamma: float = 0.4
     eval_overrides: dict[str, Any] = field(default_factory=dict)
     sizes: str | None = None  # judge on the task's "train" (or "default") size set, folded
 
@@ -113,6 +119,21 @@ class GRPOSettings:
         if self.engine == "openvino" and (self.mode != "fixed" or self.vllm):
             raise ValueError("the openvino engine generates fixed mode's rollouts (not sqd "
                              "mode's, and not beside vLLM)")
+        if self.turns < 1:
+            raise ValueError(f"turns {self.turns}: a rollout has at least one turn")
+        if self.turns > 1:
+            from .turns import RETURNS, TURN_SCHEMES
+            if self.mode != "fixed" or self.engine != "openvino":
+                raise ValueError("multi-turn rollouts (turns > 1) run in fixed mode on the "
+                                 "openvino engine")
+            if self.reward not in TURN_SCHEMES:
+                raise ValueError(f"multi-turn scores each turn alone: the reward is one of "
+                                 f"{', '.join(TURN_SCHEMES)}, not {self.reward!r}")
+            if self.turn_return not in RETURNS:
+                raise ValueError(f"turn_return {self.turn_return!r} is not one of "
+                                 f"{', '.join(RETURNS)}")
+            if not 0.0 <= self.gamma <= 1.0:
+                raise ValueError(f"gamma {self.gamma} is not within [0, 1]")
         if self.mode == "sqd" and self.vllm:
             raise ValueError("sqd mode generates in its rollout function with the trained "
                              "model; vLLM generation applies to fixed mode")
@@ -147,6 +168,8 @@ class PerfgymReward:
         return await asyncio.to_thread(self.score, prompts, completions, kwargs)
 
     def score(self, prompts: list, completions: list, kwargs: dict[str, Any]) -> list[float]:
+        if "trajectory_return" in kwargs:  # multi-turn: the rollout judged and stored the turns
+            return self.score_trajectories(kwargs)
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
         prompt_texts = [p if isinstance(p, str) else p[-1]["content"] for p in prompts]
         n = len(texts)
@@ -194,6 +217,35 @@ class PerfgymReward:
             for status in Status:  # the status mix, every step, as shares
                 log_metric(f"perfgym/status/{status.value}",
                            stats["statuses"].get(status.value, 0) / max(n, 1))
+        self.store.event("grpo_step", **stats)
+        return rewards
+
+
+    def score_trajectories(self, kwargs: dict[str, Any]) -> list[float]:
+        """Multi-turn rewards: each trajectory's return, a refused one (a turn the host could
+        not judge) neutral in its group; the step's event has the share OK and the best
+        GFLOP/s by turn."""
+        returns = list(kwargs["trajectory_return"])
+        rewards: list[float] = []
+        for g in range(0, len(returns), self.G):
+            rewards += neutral_for_refused(returns[g:g + self.G])
+        state = kwargs.get("trainer_state")
+        step = state.global_step if state is not None else len(self.step_stats)
+        statuses, rates = kwargs.get("turn_statuses") or [], kwargs.get("turn_gflops") or []
+        depth = max((len(s) for s in statuses), default=0)
+        by_turn = [{"turn": k + 1, "trajectories": sum(len(s) > k for s in statuses),
+                    "ok": sum(len(s) > k and s[k] == "OK" for s in statuses),
+                    "best_gflops": max((r[k] for r in rates if len(r) > k and r[k]), default=None)}
+                   for k in range(depth)]
+        stats = {"step": step, "completions": len(returns),
+                 "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+                 "max_reward": max(rewards) if rewards else None, "by_turn": by_turn}
+        self.step_stats.append(stats)
+        if log_metric := kwargs.get("log_metric"):
+            log_metric("perfgym/mean_reward", stats["mean_reward"])
+            for row in by_turn:
+                log_metric(f"perfgym/turn{row['turn']}_ok_fraction",
+                           row["ok"] / max(row["trajectories"], 1))
         self.store.event("grpo_step", **stats)
         return rewards
 
@@ -352,7 +404,20 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         texts = list(reward.prompts)
         prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
-        if settings.engine == "openvino":
+        if settings.engine == "openvino" and settings.turns > 1:
+            from ..models import shipped_gguf
+            from .multiturn import MultiTurnRollout
+            templates = Path(settings.templates) if settings.templates else None
+            users = {t.name: task_prompt(t, settings.prompt_op, settings.stage, machine,
+                                         eval_config, templates)
+                     for t, _ in reward.prompts.values()}
+            rollout = MultiTurnRollout(
+                str(shipped_gguf()), settings.G, settings.max_completion_length,
+                settings.temperature, settings.top_k, settings.top_p, settings.min_p,
+                settings.seed, STOP if settings.answer_start else (), settings.turns,
+                settings.turn_return, settings.gamma, settings.reward, reward.prompts, users,
+                eval_config, store, machine, size_set, settings.stage)
+        elif settings.engine == "openvino":
             from ..models import shipped_gguf
             from .engine_rollout import EngineRollout
             rollout = EngineRollout(str(shipped_gguf()), settings.G,

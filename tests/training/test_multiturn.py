@@ -1,0 +1,49 @@
+"""Multi-turn GRPO (perfgym.train.multiturn) with the real default model on the fast engine:
+every turn is judged and stored with its parent, the feedback between turns is in the sequence
+but out of the loss, and a killed run resumes."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
+pytest.importorskip("openvino_genai", reason="the fast engine is not installed: "
+                    "pip install 'perfgym[local]'")
+
+
+def test_the_feedback_between_turns_closes_the_answer_and_opens_the_next():
+    from transformers import AutoTokenizer
+
+    from perfgym.models import resolve_model
+    from perfgym.opening import answer_start
+    from perfgym.tasks import get_task
+    from perfgym.train.multiturn import feedback_suffix
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model()))
+    opening = answer_start(get_task("dot"))
+    suffix = feedback_suffix(tokenizer, "first prompt", "FEEDBACK: compile error", opening)
+    assert suffix.startswith("\n```")  # the fence the answer left open
+    assert "FEEDBACK: compile error" in suffix and suffix.endswith(opening)
+    assert "first prompt" not in suffix  # only what comes after the answer
+    assert suffix.index("FEEDBACK") < suffix.rindex("```c")
+
+
+@pytest.mark.slow
+def test_turns_are_judged_stored_and_masked(tmp_path):
+    from perfgym.train import grpo
+    settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=str(tmp_path / "run"),
+                                 steps=1, G=2, groups_per_step=1, max_completion_length=48,
+                                 lora=True, save_steps=1, engine="openvino", turns=2,
+                                 answer_start=True, prompt_op="improve", temperature=0.7)
+    run = grpo.train(settings)
+    turns = [c for c in run.store.candidates() if c.slot.startswith("grpo:mt:")]
+    first = [c for c in turns if c.slot.endswith(":0")]
+    assert len(first) == 2 and all(c.outcome is not None for c in turns)
+    later = [c for c in turns if not c.slot.endswith(":0")]
+    # a second turn exists unless the first reached the expert's speed, and it follows its first
+    assert all(c.parent_id in {f.id for f in first} for c in later)
+    assert all(c.op in ("repair", "improve") for c in later)
+    stats = run.reward.step_stats[-1]
+    assert stats["completions"] == 2 and stats["by_turn"][0]["trajectories"] == 2
+    # resumed after the step: nothing is stored twice
+    again = grpo.train(settings, resume=True)
+    assert len([c for c in again.store.candidates() if c.slot.startswith("grpo:mt:")]) == \
+        len(turns)
