@@ -68,3 +68,18 @@ def test_bad_arguments_are_refused():
 def test_a_trajectory_stops_at_the_expert_s_speed():
     assert stop_early(3.1, 3.0) and stop_early(3.0, 3.0)
     assert not stop_early(2.9, 3.0) and not stop_early(None, 3.0) and not stop_early(5.0, None)
+
+
+def test_the_report_draws_per_turn_curves_from_the_run_store(tmp_path):
+    from perfgym.report.plots import turn_table, write_plots
+    from perfgym.store import RunStore
+    store = RunStore(tmp_path / "run")
+    rows = [("grpo:mt:0:0:0", "COMPILE_ERROR", None), ("grpo:mt:0:0:1", "OK", 5.0),
+            ("grpo:mt:0:1:0", "OK", 2.0), ("grpo:mt:0:1:1", "OK", 7.5)]
+    for slot, status, gflops in rows:
+        cid = store.add_pending(slot, 0, None, None, "generate", "grpo", "", "")
+        store.complete(cid, {"status": status, "gflops": gflops}, gflops or -40.0)
+    table = turn_table(store.candidates())
+    assert table == {1: {"turns": 2, "ok": 0.5, "best_gflops": 2.0},
+                     2: {"turns": 2, "ok": 1.0, "best_gflops": 7.5}}
+    assert (tmp_path / "report" / "turns.png") in write_plots(store, tmp_path / "report")

@@ -82,6 +82,38 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
     from .archive import plot_archive
     if (picture := plot_archive(store, out)) is not None:  # an evolve run
         paths.append(picture)
+    if (picture := plot_turns(cands, out)) is not None:  # a multi-turn GRPO run
+        paths.append(picture)
     return paths
+
+
+def turn_table(cands) -> dict[int, dict[str, float]]:
+    """Multi-turn GRPO (slots grpo:mt:STEP:TRAJECTORY:TURN): per turn index, the turns taken,
+    the share OK and the best GFLOP/s."""
+    by_turn: dict[int, list] = defaultdict(list)
+    for c in cands:
+        if c.slot.startswith("grpo:mt:"):
+            by_turn[int(c.slot.rsplit(":", 1)[1]) + 1].append(c)
+    return {k: {"turns": len(v), "ok": sum(c.ok for c in v) / len(v),
+                "best_gflops": max((c.gflops or 0.0 for c in v if c.ok), default=0.0)}
+            for k, v in sorted(by_turn.items())}
+
+
+def plot_turns(cands, out: Path) -> Path | None:
+    table = turn_table(cands)
+    if not table:
+        return None
+    import matplotlib.pyplot as plt
+    turns = list(table)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax1.plot(turns, [table[t]["ok"] for t in turns], marker="o")
+    ax1.set(title="Share OK by turn", xlabel="turn", ylabel="share of turns OK", ylim=(0, 1))
+    ax2.plot(turns, [table[t]["best_gflops"] for t in turns], marker="o", color="#2ca02c")
+    ax2.set(title="Best GFLOP/s by turn", xlabel="turn", ylabel="GFLOP/s")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.set_xticks(turns)
+    fig.tight_layout()
+    return _save(fig, out / "turns.png")
 
 
