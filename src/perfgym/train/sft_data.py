@@ -1,9 +1,12 @@
-"""SFT examples in exactly the form GRPO and search ask: the task's generate prompt as a chat
-user turn, a verified kernel in one ```c block as the assistant's answer.
+"""SFT examples in exactly the form GRPO and search ask.
+
+`build_examples`: the task's generate prompt as a chat user turn, a verified kernel in one
+```c block as the assistant's answer. `opened_examples`: the improve prompt (what a search
+sends first), and an opened answer: perfgym's opening and a faster kernel's body.
 
 A small model fine-tuned on a different prompt (a plain slow/fast pair) is never asked for what
-it learned: GRPO and the hf policy send the chat-templated generate prompt. Here the prompt is
-built by the same function they use, and TRL applies the same chat template to both.
+it learned: GRPO and the policies send the chat-templated prompt built here by the same
+functions they use, and TRL applies the same chat template to both.
 
 Kernels come from the task itself (naive, expert) and from `variants/TASK__*.c`; each is
 evaluated first and kept only if it is OK, so the model is never taught a wrong kernel.
