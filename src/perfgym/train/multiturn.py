@@ -36,8 +36,9 @@ from .turns import Turn, stop_early, trajectory_return
 MARK = "\x00PERFGYM-ANSWER\x00"  # where the assistant's answer sits in a rendered chat
 
 
-@dataclass
+@dataclass(eq=False)  # two trajectories are two, even with the same turns
 class Trajectory:
+    index: int  # its place in the step's batch (its slot)
     prompt_ids: list[int]
     prompt_text: str  # the first turn's user prompt
     task: Task
@@ -96,8 +97,8 @@ class MultiTurnRollout(EngineRollout):
             task, opening = self.prompts[text]
             ids = tokenizer(text)["input_ids"]
             first = self.user_prompts[task.name]
-            trajectories += [Trajectory(ids, first, task, opening, context=list(ids))
-                             for _ in range(self.G)]
+            trajectories += [Trajectory(len(trajectories) + g, ids, first, task, opening,
+                                        context=list(ids)) for g in range(self.G)]
         eos = (tokenizer.eos_token_id,) if tokenizer.eos_token_id is not None else ()
         for turn in range(self.turns):
             active = [t for t in trajectories if not t.done]
@@ -118,7 +119,7 @@ class MultiTurnRollout(EngineRollout):
                        for t, s in zip(active, samples)]
             outcomes = self._judge(active, answers)
             for t, answer, o in zip(active, answers, outcomes):
-                self._record(t, answer, o, step, trajectories.index(t), turn)
+                self._record(t, answer, o, step, turn)
                 last = turn == self.turns - 1
                 if last or stop_early(o.speedup, self._expert_speedup(t.task)):
                     t.done = True
@@ -153,8 +154,7 @@ class MultiTurnRollout(EngineRollout):
                 outcomes[i] = o
         return outcomes  # type: ignore[return-value]
 
-    def _record(self, t: Trajectory, answer: str, o: Outcome, step: int, index: int,
-                turn: int) -> None:
+    def _record(self, t: Trajectory, answer: str, o: Outcome, step: int, turn: int) -> None:
         from ..backends import backend_for
         try:
             kernel = backend_for(t.task).extract(t.task, answer)
@@ -166,7 +166,7 @@ class MultiTurnRollout(EngineRollout):
         t.turns.append(Turn(backend_for(t.task).key_text(t.task, kernel) if kernel else None,
                             o.status.value, value))
         t.outcomes.append(o)
-        slot = f"grpo:mt:{step}:{index}:{turn}"
+        slot = f"grpo:mt:{step}:{t.index}:{turn}"
         found = self.store.by_slot(slot)  # a resumed step may come back to a slot
         if found is None:
             op = "generate" if turn == 0 else ("improve" if t.outcomes[-2].ok else "repair")
