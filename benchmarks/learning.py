@@ -258,7 +258,14 @@ def diagnosis(out: Path, seeds: list[int]) -> dict:
         result[arm] = {"samples": len(rows),
                        "statuses": {k: v / len(rows) for k, v in sorted(statuses.items())},
                        "distinct": len({r["answer"] for r in rows}) / len(rows),
+                       # which kernels it moved toward: faster than the naive kernel, at
+                       # its speed (a copy or a near copy measures 0.9-1.1x), or slower
                        "faster_than_naive": sum(r["measure"] >= 1.1 for r in rows) / len(rows),
+                       "at_naive_speed": sum(0.9 <= r["measure"] < 1.1 for r in rows)
+                       / len(rows),
+                       "correct_but_slower": sum(0 < r["measure"] < 0.9 for r in rows)
+                       / len(rows),
+                       "best_speedup": max(r["measure"] for r in rows),
                        "mean_chars": statistics.fmean(r["chars"] for r in rows),
                        "by_task": {t: statistics.fmean(r["measure"] for r in rows
                                                        if r["task"] == t) for t in TRAIN_TASKS}}
