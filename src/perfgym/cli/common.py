@@ -7,11 +7,8 @@ from rich.console import Console
 from ..errors import HostError
 from ..tasks import TaskError
 
-
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Score kernels by compiling, running, checking and timing them.")
-tasks_app = typer.Typer(help="List and inspect tasks.", invoke_without_command=True)
-app.add_typer(tasks_app, name="tasks")
 console = Console()
 err_console = Console(stderr=True)
 

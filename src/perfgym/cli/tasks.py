@@ -13,7 +13,10 @@ from .. import machine as machine_mod
 from ..backends import backend_for
 from ..config import EvalConfig
 from ..tasks import builtin_names, format_size, get_task
-from .common import UserError, _check_timeout, _guard, console, tasks_app
+from .common import UserError, _check_timeout, _guard, app, console
+
+tasks_app = typer.Typer(help="List and inspect tasks.", invoke_without_command=True)
+app.add_typer(tasks_app, name="tasks")
 
 
 @tasks_app.callback()
