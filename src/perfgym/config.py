@@ -18,7 +18,7 @@ class EvalConfig:
     strict_stages: bool = False  # also enforce the cache-blocking detector
     verify: str | None = None  # "full" | "sampled"; None: the task's own mode
     threads: int | None = None  # OpenMP threads; None: every core this process may use
-    timeout: float = 8.0  # seconds for the whole timed run (seed 000)
+    timeout: float = 8.0  # seconds for the whole timed run (as in the online-RL paper)
     compile_timeout: float = 60.0
     cv_target: float = 0.02
     min_samples: int = 5

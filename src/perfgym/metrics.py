@@ -1,6 +1,7 @@
 """Metrics for sets of generated kernels, with the exact (unbiased) definitions.
 
-Survey 002, equations 1-3, for n samples of which c are correct:
+Equations 1-3 of "Towards Automated Kernel Generation in the Era of LLMs: A Survey", for n samples of
+which c are correct:
     pass@k       = 1 - C(n-c, k) / C(n, k)
     speedup@k    = sum_j C(j-1, k-1) / C(n, k) * s_(j)  with s_(1) <= ... <= s_(n) the speedups
                    sorted ascending (a failed sample counts as speedup 0), i.e. the expected best

@@ -10,7 +10,7 @@ import numpy as np
 
 from .tasks import Task, TaskError, format_size, load_python_attr
 
-SAMPLED_RANDOM_POINTS = 100  # seed 000: 4 corners, centre and 100 random positions
+SAMPLED_RANDOM_POINTS = 100  # as the online-RL paper: 4 corners, centre and 100 random positions
 
 
 @dataclass

@@ -42,7 +42,12 @@ def test_search_with_no_model_flags_runs_the_default_model_and_writes_a_report(t
     # each stored answer is the opening and the body the model wrote, or (no statement in
     # it) the model's text alone
     assert all(c.completion.startswith(opening) or ";" not in c.completion for c in written)
-    assert (tmp_path / "run" / "report" / "summary.md").is_file()
+    summary = (tmp_path / "run" / "report" / "summary.md").read_text()
+    from perfgym.models import DEFAULT_MODEL
+    assert f"- model: `{DEFAULT_MODEL}`" in summary  # the default model is named, not None
+    # one iteration: the progress figure draws each candidate (its bars), not two lone dots
+    progress = (tmp_path / "run" / "report" / "progress.png")
+    assert progress.stat().st_size > 5000
     report = json.loads(done.stdout)
     assert report["run_dir"] == str(tmp_path / "run")
     counts = report["answers"]

@@ -1,7 +1,7 @@
-"""Optimization techniques, how to spot them in a kernel, and which stage allows which (seed 000
-Table I).
+"""Optimization techniques, how to spot them in a kernel, and which stage allows which
+(Table I of "Improving HPC Code Generation Capability of LLMs via Online RL with Real-Machine Benchmark Rewards").
 
-The seed enforces SIMD, OpenMP and prefetch by regex; register and cache blocking are detected
+The paper enforces SIMD, OpenMP and prefetch by regex; register and cache blocking are detected
 too (reported in every Outcome) but enforced only with `strict=True`, because a loop tiled by a
 constant is easy to miss or to over-report.
 """

@@ -196,8 +196,12 @@ def search_cmd(
     except ValueError:
         raise UserError("--ratios takes three numbers and --stages integers, comma-separated")
     size_set = _search_sizes(t, sizes)
-    config = {"task": t.name, "algo": algo, "policy": policy, "model": model or (
-        str(model_path) if model_path else None), "iterations": iterations, "G": g,
+    from ..models import DEFAULT_MODEL
+    # the model's name, for the report: the default model when no model was given
+    model_name = model or (str(model_path) if model_path else
+                           DEFAULT_MODEL if local_default else None)
+    config = {"task": t.name, "algo": algo, "policy": policy, "model": model_name,
+              "iterations": iterations, "G": g,
         "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
         "chains": chains, "stage": stage, "reward": reward, "opt": opt,
         "sampling": sampling}
@@ -232,6 +236,8 @@ def search_cmd(
         previous = RunStore(run_dir)
         started_with = previous.config()
         previous.close()
+        if started_with and local_default and started_with.get("model") is None:
+            started_with["model"] = model_name  # (runs from before the name was recorded)
         if started_with not in (None, config):
             raise UserError(f"{run_dir} was started with other settings; resume with the "
                             "same options (see `perfgym report`)")

@@ -1,5 +1,6 @@
-"""Plots of a run, in the style of seed 000 Fig. 7/8: mean reward and max GFLOP/s per
-iteration, the status mix per stage, and the best kernel's lineage."""
+"""Plots of a run: mean reward and max GFLOP/s per iteration, the status mix per stage, and the
+best kernel's lineage, in the style of Fig. 7/8 of
+"Improving HPC Code Generation Capability of LLMs via Online RL with Real-Machine Benchmark Rewards"."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -30,18 +31,10 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
     paths = []
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    # a refused candidate (a host error, a disturbed timing, a memory copy) has no reward (NULL)
-    rewarded = {t: [c.reward for c in by_iter[t] if c.reward is not None] for t in iters}
-    mean_reward = [sum(r) / len(r) if r else float("nan") for r in rewarded.values()]
-    ax1.plot(iters, mean_reward, marker="o")
-    ax1.set(title="Mean reward per iteration", xlabel="iteration", ylabel="mean reward")
-    max_rate = [max((c.gflops or 0.0 for c in by_iter[t] if c.ok and not c.copied),
-                    default=0.0) for t in iters]
-    ax2.plot(iters, max_rate, marker="o", color="#2ca02c")
-    ax2.set(title="Max GFLOP/s per iteration", xlabel="iteration", ylabel="GFLOP/s")
-    for ax in (ax1, ax2):
-        ax.grid(alpha=0.3)
-        ax.set_xticks(iters)
+    if len(iters) == 1:  # one dot per iteration would say nothing: draw the candidates
+        _plot_candidates(cands, ax1, ax2)
+    else:
+        _plot_iterations(by_iter, iters, ax1, ax2)
     fig.tight_layout()
     paths.append(_save(fig, out / "progress.png"))
 
@@ -85,6 +78,39 @@ def write_plots(store: RunStore, out: Path) -> list[Path]:
     if (picture := plot_turns(cands, out)) is not None:  # a multi-turn GRPO run
         paths.append(picture)
     return paths
+
+
+def _plot_iterations(by_iter, iters, ax1, ax2) -> None:
+    # a refused candidate (a host error, a disturbed timing, a memory copy) has no reward (NULL)
+    rewarded = {t: [c.reward for c in by_iter[t] if c.reward is not None] for t in iters}
+    mean_reward = [sum(r) / len(r) if r else float("nan") for r in rewarded.values()]
+    ax1.plot(iters, mean_reward, marker="o")
+    ax1.set(title="Mean reward per iteration", xlabel="iteration", ylabel="mean reward")
+    max_rate = [max((c.gflops or 0.0 for c in by_iter[t] if c.ok and not c.copied),
+                    default=0.0) for t in iters]
+    ax2.plot(iters, max_rate, marker="o", color="#2ca02c")
+    ax2.set(title="Max GFLOP/s per iteration", xlabel="iteration", ylabel="GFLOP/s")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.set_xticks(iters)
+
+
+def _plot_candidates(cands, ax1, ax2) -> None:
+    """One bar per candidate, coloured by its status: its reward and its GFLOP/s."""
+    labels = [f"#{c.id}" for c in cands]
+    colours = [STATUS_COLOURS.get(c.status, "#000000") for c in cands]
+    ax1.bar(labels, [c.reward if c.reward is not None else 0.0 for c in cands], color=colours)
+    ax1.set(title="Reward of each candidate", xlabel="candidate", ylabel="reward")
+    ax2.bar(labels, [c.gflops or 0.0 if c.ok else 0.0 for c in cands], color=colours)
+    ax2.set(title="GFLOP/s of each candidate (0 = failed)", xlabel="candidate",
+            ylabel="GFLOP/s")
+    for status in sorted({c.status for c in cands}):  # one legend entry per status seen
+        ax2.bar([labels[0]], [0], color=STATUS_COLOURS.get(status, "#000000"), label=status)
+    if cands:
+        ax2.legend(fontsize=8)
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3, axis="y")
+        ax.tick_params(axis="x", labelrotation=90, labelsize=7)
 
 
 def turn_table(cands) -> dict[int, dict[str, float]]:

@@ -1,5 +1,6 @@
-"""Generate-evaluate-refine (survey 002, section 4.1): each chain writes a kernel, sees its
-measured outcome, and writes the next version (repair when it failed, improve when it worked),
+"""Generate-evaluate-refine (section 4.1 of
+"Towards Automated Kernel Generation in the Era of LLMs: A Survey"): each chain writes a
+kernel, sees its measured outcome, and writes the next version (repair when it failed, improve when it worked),
 for a number of turns. The best kernel of all chains wins."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Staged Quality-Diversity search (seed 000, Fig. 1).
+"""Staged Quality-Diversity search (Fig. 1 of
+"Improving HPC Code Generation Capability of LLMs via Online RL with Real-Machine Benchmark Rewards").
 
     Pool(0) = {stage 1: {seed}}
     for t = 1..T:

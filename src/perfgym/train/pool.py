@@ -1,4 +1,5 @@
-"""The live SQD pool that online GRPO draws its prompts from (seed 000, experiment 2).
+"""The live SQD pool that online GRPO draws its prompts from (experiment 2 of
+"Improving HPC Code Generation Capability of LLMs via Online RL with Real-Machine Benchmark Rewards").
 
 TRL's batches have a fixed size: each step takes `groups` nodes. The pool hands out the nodes
 of the current iteration's plan (seed + top/middle/error selections, exactly as
