@@ -18,8 +18,6 @@ and wrote nothing where a candidate tried to (marker files named perfgym-pwned).
 static rules let through is evaluated once for both modes: static_rules changes nothing else.
 """
 import builtins
-import fcntl
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -27,9 +25,8 @@ from pathlib import Path
 import pytest
 
 from perfgym import EvalConfig, Status, evaluate, get_task
-from perfgym import sandbox
 from perfgym.backends.torch.python_rules import audit_python
-from perfgym.sandbox import LOCK_DIR, ROOT_WORK_DIR, processes_of_uid
+from perfgym.sandbox import ROOT_WORK_DIR
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
 pytest.importorskip("triton", reason="the gpu extra is not installed: pip install 'perfgym[gpu]'")
@@ -133,41 +130,17 @@ def _marked(path: Path) -> bool:
 
 
 @pytest.fixture
-def leaves_nothing_behind(monkeypatch):
-    """Records the sandbox uids and work directories an evaluation uses; afterwards checks that
-    no process runs as those uids (unless another evaluation holds the uid by now), that every
-    work directory is gone and that no marker file appeared outside them."""
-    uids, workdirs = [], []
-    enter, make_workdir = sandbox._UidSlot.__enter__, sandbox.make_workdir
-
-    def recording_enter(self):
-        uids.append(enter(self))
-        return uids[-1]
-
-    def recording_make_workdir(*args, **kwargs):
-        workdirs.append(make_workdir(*args, **kwargs))
-        return workdirs[-1]
-
-    monkeypatch.setattr(sandbox._UidSlot, "__enter__", recording_enter)
-    monkeypatch.setattr(sandbox, "make_workdir", recording_make_workdir)
+def leaves_nothing_behind(sandbox_use):
+    """After the test: no process runs as the sandbox uids its evaluations took, every work
+    directory they made is gone, and no marker file appeared outside them (conftest.py)."""
     targets = _pwn_targets()
     for t in targets:
         if _marked(t):
             t.unlink()
     yield
     assert [t for t in targets if _marked(t)] == []
-    assert [d for d in workdirs if d.exists()] == []
-    for uid in set(uids):
-        fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # another evaluation runs as this uid now: its processes are its own
-        else:
-            assert processes_of_uid(uid) == [], f"processes left running as uid {uid}"
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+    assert sandbox_use.workdirs_left() == []
+    assert sandbox_use.processes_left() == {}
 
 
 @pytest.mark.parametrize("path, mode", list(cases()))
