@@ -191,3 +191,58 @@ def test_without_require_a_serial_kernel_passes(tmp_path, fast):
 def test_require_names_a_known_technique(tmp_path):
     with pytest.raises(TaskError, match="field 'require'"):
         dot_task(tmp_path, '["gpu"]')
+
+
+# ---- the translation table, pareval_recipes.toml (no ParEval needed) ---------------------------
+
+def test_every_recipe_loads_and_its_sizes_evaluate():
+    from perfgym.tasks.pareval import RECIPES, RECIPES_FILE, load_recipes
+    recipes, untranslated = load_recipes(RECIPES_FILE)
+    assert recipes.keys() == RECIPES.keys() and len(recipes) >= 44
+    assert untranslated and set(untranslated).isdisjoint(recipes)
+    for name, recipe in recipes.items():
+        for p in (1, 1 << 20):
+            sizes = recipe.sizes(p)
+            assert sizes.keys() == recipe.train[0].keys(), name
+            assert all(type(v) is int for v in sizes.values()), (name, p, sizes)
+        # the default when ParEval gives no size; at p = 1 some derived sizes are 0 (K = p // 4)
+        assert all(v > 0 for v in recipe.sizes(1 << 20).values()), name
+        for source in (recipe.inputs, recipe.reference):
+            if source and source.startswith(("def ", "import ", "from ")):
+                compile(source, name, "exec")  # a snippet and its parameters make Python
+
+
+def test_a_sizes_expression_evaluates():
+    from perfgym.tasks.pareval import size_expression
+    assert size_expression("min(p, 512) // 4")(1000) == 128
+    assert size_expression("min(p, 256) * min(p, 256) // 10 + min(p, 256)")(1 << 20) == 6809
+    assert size_expression("max(p - 2, 1, 3)")(2) == 3
+    assert size_expression(" (p + 1_000) * 2 ")(1) == 2002
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('true')", "p.bit_length()", "p.__class__", "(lambda: 1)()",
+    "lambda p: p", "[p]", "p ** 2", "p / 2", "p << 1", "-p", "2.5", "True", "'p'", "q", "min(p)",
+    "min(*[p, 1])", "max(p, 1, key=abs)", "p if p else 1", "import os", "p; p", ""])
+def test_a_sizes_expression_is_checked_never_evaluated(text, monkeypatch):
+    from perfgym.tasks.pareval import size_expression
+    monkeypatch.setattr(os, "system", lambda *a: pytest.fail("os.system was called"))
+    with pytest.raises(TaskError, match=r"sizes expression .*(is not allowed|is not an expression)"
+                                        r".*allowed: integers, p, min"):
+        size_expression(text)
+
+
+def test_a_bad_recipe_is_refused_naming_the_problem_and_key(tmp_path):
+    from perfgym.tasks.pareval import load_recipes
+    recipe = ('[recipes."99_x"]\nshapes = {x = ["N"]}\ntrain = [{N = 2}]\nheldout = [{N = 1}]\n'
+              'flops = "N"\nbytes = "8*N"\nreference = "x"\n')
+    path = tmp_path / "recipes.toml"
+    path.write_text(recipe + 'sizes = {N = "min(p, 8)", M = "p.__class__"}\n')
+    with pytest.raises(TaskError, match=r'\[recipes."99_x"\]: sizes.M: sizes expression'):
+        load_recipes(path)
+    path.write_text(recipe + 'sizes = {N = "p"}\nheldot = []\n')
+    with pytest.raises(TaskError, match=r"unknown keys \['heldot'\]"):
+        load_recipes(path)
+    path.write_text(recipe + 'sizes = {N = "p"}\ninputs_snippets = ["g"]\n[snippets]\ng = "E = $E"\n')
+    with pytest.raises(TaskError, match=r"snippet 'g' needs snippet_params \['E'\]"):
+        load_recipes(path)

@@ -8,17 +8,24 @@ as the baseline every speedup is measured against, and a NumPy reference of ours
 lists what was imported and what was skipped and why.
 
 A problem is imported when perfgym can state its signature (std::vector of numbers, bool or
-complex; sizes; floating scalars) and when RECIPES below holds our translation: array shapes
-and roles, input ranges (ParEval's driver's), sizes (the driver's, capped), and the reference.
+complex; sizes; floating scalars) and when RECIPES holds our translation: array shapes and roles,
+input ranges (ParEval's driver's), sizes (the driver's, capped), and the reference. RECIPES and
+UNTRANSLATED (the problems we do not translate, and why) are data: pareval_recipes.toml beside
+this module, read at import (its header describes a recipe's keys), with sizes written as small
+expressions of ParEval's problem size p that `size_expression` checks and evaluates (no eval).
 Integer scalars that are not lengths (a source vertex, a search target, k) are given as sizes:
 they are fixed per size set. Tolerances are the driver's absolute ones (`1e-4` in its validate)
 plus a relative one, because perfgym checks every size it times, not ParEval's 1024 elements.
 """
 from __future__ import annotations
 
+import ast
 import json
+import operator
 import re
-from dataclasses import dataclass, field
+import string
+import tomllib
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -52,556 +59,122 @@ class Recipe:
     note: str = ""  # why our inputs differ from the driver's, shown in the description
 
 
-# problems we do not translate, and why
-UNTRANSLATED = {
-    "10_geometry_convex_hull": "the output's length depends on the input (the hull's points); "
-                               "a perfgym output has a shape fixed by the sizes",
-}
+RECIPES_FILE = Path(__file__).with_name("pareval_recipes.toml")
+
+# what a sizes expression may use: integers, p, min(...), max(...), + - * // and parentheses
+_SIZE_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                   ast.FloorDiv: operator.floordiv}
+_SIZE_FUNCTIONS = {"min": min, "max": max}
+_SIZE_ALLOWED = "integers, p, min(...), max(...), + - * // and parentheses"
 
 
-def _cap(limit: int, name: str = "N") -> Callable[[int], dict[str, int]]:
-    return lambda p: {name: min(p, limit)}
+def size_expression(text: str) -> Callable[[int], int]:
+    """A sizes expression of ParEval's problem size `p` ("min(p, 512) // 4") as a function of p.
+    Anything but integers, p, min, max, + - * // and parentheses raises TaskError: the
+    expression is checked and evaluated node by node, never given to eval."""
+    if not isinstance(text, str):
+        raise TaskError(f"sizes expression {text!r} is not a string")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise TaskError(f"sizes expression {text!r} is not an expression ({exc.msg}); "
+                        f"allowed: {_SIZE_ALLOWED}") from None
+    compiled = _compile_size(tree.body, text)
+
+    def evaluate(p: int) -> int:
+        try:
+            return compiled(p)
+        except ZeroDivisionError:
+            raise TaskError(f"sizes expression {text!r} divides by zero at p = {p}") from None
+    return evaluate
 
 
-_GRAPH_INPUTS = '''import numpy as np
+def _compile_size(node: ast.expr, text: str) -> Callable[[int], int]:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        value = node.value
+        return lambda p: value
+    if isinstance(node, ast.Name) and node.id == "p":
+        return lambda p: p
+    if isinstance(node, ast.BinOp) and type(node.op) in _SIZE_OPERATORS:
+        op = _SIZE_OPERATORS[type(node.op)]
+        left, right = _compile_size(node.left, text), _compile_size(node.right, text)
+        return lambda p: op(left(p), right(p))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in _SIZE_FUNCTIONS and len(node.args) >= 2 and not node.keywords):
+        function = _SIZE_FUNCTIONS[node.func.id]
+        args = [_compile_size(a, text) for a in node.args]
+        return lambda p: function(a(p) for a in args)
+    raise TaskError(f"sizes expression {text!r}: {ast.unparse(node)!r} is not allowed "
+                    f"(allowed: {_SIZE_ALLOWED})")
 
 
-def make_inputs(rng, N, **_):
-    """A symmetric 0/1 adjacency matrix, no self loops, about EDGES edges per vertex."""
-    upper = np.triu(rng.random((N, N)) < EDGES / max(N, 1), 1)
-    A = (upper | upper.T).astype(np.int32)
-    return {"A": A}
-'''
-
-_CONNECTED_INPUTS = '''import numpy as np
-
-
-def make_inputs(rng, N, **_):
-    """A connected undirected graph: a random tree plus about one extra edge per vertex."""
-    A = np.zeros((N, N), dtype=np.int32)
-    for v in range(1, N):
-        u = int(rng.integers(0, v))
-        A[u, v] = A[v, u] = 1
-    extra = rng.integers(0, N, size=(N, 2))
-    A[extra[:, 0], extra[:, 1]] = 1
-    A[extra[:, 1], extra[:, 0]] = 1
-    np.fill_diagonal(A, 0)
-    return {"A": A}
-'''
-
-_COMPONENTS = '''import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
+def _sizes(expressions: dict) -> Callable[[int], dict[str, int]]:
+    if not isinstance(expressions, dict) or not expressions:
+        raise TaskError("sizes must be a table of size name -> expression of p")
+    compiled = {}
+    for name, text in expressions.items():
+        try:
+            compiled[name] = size_expression(text)
+        except TaskError as exc:
+            raise TaskError(f"sizes.{name}: {exc}") from None
+    return lambda p: {name: f(p) for name, f in compiled.items()}
 
 
-def labels(A):
-    return connected_components(csr_matrix(A == 1), directed=False)
-'''
-
-_DOMINANT = '''import numpy as np
-
-
-def make_inputs(rng, N, **_):
-    """ParEval's uniform [-10, 10) matrix made diagonally dominant, so elimination without
-    pivoting (ParEval's own solution) is stable and every correct order of operations agrees."""
-    A = rng.uniform(-10.0, 10.0, size=(N, N)) + 10.0 * N * np.eye(N)
-    out = {"A": A}
-    if WITH_B:
-        out["b"] = rng.uniform(-10.0, 10.0, size=N)
-    return out
-'''
-
-_STENCIL_2D = '''import numpy as np
-
-
-def neighbours(grid, offsets):
-    """Sum of grid shifted by each (di, dj), reading 0 outside it."""
-    n = grid.shape[0]
-    p = np.pad(grid.astype(np.int64 if grid.dtype.kind == "i" else np.float64), 1)
-    return sum(p[1 + di:1 + di + n, 1 + dj:1 + dj + n] for di, dj in offsets)
-
-
-CROSS = [(-1, 0), (1, 0), (0, -1), (0, 1)]
-RING = CROSS + [(-1, -1), (-1, 1), (1, -1), (1, 1)]
-'''
-
-_COO_INPUTS = '''import numpy as np
-
-COO = np.dtype([("row", np.uint64), ("column", np.uint64), ("value", np.float64)], align=True)
-
-
-def coo(rng, rows, columns, count, dominant=False):
-    """`count` entries at distinct positions sorted by (row, column), values in [-1, 1) (or
-    [-10, 10) with a dominant diagonal first: every diagonal entry is present)."""
-    count = min(count, rows * columns)
-    if dominant:
-        diagonal = np.arange(rows) * columns + np.arange(rows)
-        others = np.setdiff1d(np.arange(rows * columns), diagonal)
-        flat = np.concatenate([diagonal, rng.choice(others, count - rows, replace=False)])
-    else:
-        flat = rng.choice(rows * columns, count, replace=False)
-    flat = np.sort(flat)
-    a = np.zeros(count, COO)
-    a["row"], a["column"] = flat // columns, flat % columns
-    a["value"] = rng.uniform(-10.0, 10.0, count) if dominant else rng.uniform(-1.0, 1.0, count)
-    if dominant:
-        on_diagonal = a["row"] == a["column"]
-        a["value"][on_diagonal] = 10.0 * rows + rng.uniform(0.0, 10.0, rows)
-    return a
-'''
-
-_COO_DENSE = '''import numpy as np
+def _recipe(table: dict, snippets: dict[str, str]) -> Recipe:
+    """A [recipes."<problem>"] table as a Recipe (see the TOML file's header for its keys)."""
+    table = dict(table)
+    params = table.pop("snippet_params", {})
+    placeholders = set()
+    for source in ("inputs", "reference"):
+        parts = []
+        for name in table.pop(f"{source}_snippets", []):
+            if name not in snippets:
+                raise TaskError(f"{source}_snippets: no snippet {name!r} in [snippets]")
+            template = string.Template(snippets[name])
+            missing = sorted(set(template.get_identifiers()) - set(params))
+            if missing:
+                raise TaskError(f"snippet {name!r} needs snippet_params {missing}")
+            placeholders |= set(template.get_identifiers())
+            parts.append(template.substitute(params))
+        if source in table:
+            parts.append(table[source])
+        if parts:
+            table[source] = "\n\n".join(parts)
+    unused = sorted(set(params) - placeholders)
+    if unused:
+        raise TaskError(f"snippet_params {unused} are placeholders of none of its snippets")
+    unknown = sorted(set(table) - {f.name for f in fields(Recipe)})
+    if unknown:
+        raise TaskError(f"unknown keys {unknown}")
+    missing = sorted(f.name for f in fields(Recipe) if f.default is MISSING
+                     and f.default_factory is MISSING and f.name not in table)
+    if missing:
+        raise TaskError(f"missing keys {missing}")
+    table["sizes"] = _sizes(table["sizes"])
+    table["ranges"] = {k: tuple(v) for k, v in table.get("ranges", {}).items()}
+    for key in ("inout", "zero"):
+        table[key] = tuple(table.get(key, ()))
+    return Recipe(**table)
 
 
-def dense(a, rows, columns, add=False):
-    """The COO entries as a dense matrix: repeated positions added, or the last one kept."""
-    m = np.zeros((rows, columns))
-    r, c = a["row"].astype(np.int64), a["column"].astype(np.int64)
-    if add:
-        np.add.at(m, (r, c), a["value"])
-    else:
-        m[r, c] = a["value"]
-    return m
-'''
+def load_recipes(path: Path = RECIPES_FILE) -> tuple[dict[str, Recipe], dict[str, str]]:
+    """(RECIPES, UNTRANSLATED) from the recipes file; TaskError names the problem at fault."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{path}: {exc}") from None
+    snippets = data.get("snippets", {})
+    recipes = {}
+    for name, table in data.get("recipes", {}).items():
+        try:
+            recipes[name] = _recipe(table, snippets)
+        except (TaskError, ValueError, TypeError) as exc:
+            raise TaskError(f'{path}: [recipes."{name}"]: {exc}') from None
+    return recipes, dict(data.get("untranslated", {}))
 
-_SQUARE = [{"N": 1}, {"N": 2}, {"N": 97}]
 
-RECIPES: dict[str, Recipe] = {
-    "00_dense_la_lu_decomp": Recipe(
-        shapes={"A": ["N", "N"]}, inout=("A",), sizes=_cap(256),
-        train=[{"N": 256}, {"N": 255}], heldout=[{"N": 1}, {"N": 97}],
-        ranges={"A": (0.0, 10.0)}, perturb={"A": "diagonal"},
-        inputs=_DOMINANT.replace("WITH_B", "False"),
-        reference="def reference(A, N, **_):\n    A = A.copy()\n    for k in range(N - 1):\n"
-                  "        A[k + 1:, k] /= A[k, k]\n"
-                  "        A[k + 1:, k + 1:] -= np.outer(A[k + 1:, k], A[k, k + 1:])\n"
-                  "    return A\n",
-        flops="2*N*N*N/3", bytes="16*N*N", rtol=1e-9,
-        note="A is made diagonally dominant (ParEval: uniform [-10, 10)) so that elimination "
-             "without pivoting is well posed"),
-    "01_dense_la_solve": Recipe(
-        shapes={"A": ["N", "N"], "b": ["N"], "x": ["N"]}, sizes=_cap(256),
-        train=[{"N": 256}, {"N": 255}], heldout=[{"N": 1}, {"N": 97}],
-        ranges={"A": (0.0, 10.0), "b": (-10.0, 10.0)}, perturb={"A": "diagonal"},
-        inputs=_DOMINANT.replace("WITH_B", "True"), reference="np.linalg.solve(A, b)",
-        flops="2*N*N*N/3", bytes="8*N*N", rtol=1e-9,
-        note="A is made diagonally dominant (ParEval: uniform [-10, 10))"),
-    "02_dense_la_gemm": Recipe(
-        shapes={"A": ["M", "K"], "B": ["K", "N"], "C": ["M", "N"]}, zero=("C",),
-        sizes=lambda p: {"M": min(p, 512), "K": min(p, 512) // 4, "N": min(p, 512) // 2},
-        train=[{"M": 512, "K": 128, "N": 256}, {"M": 255, "K": 61, "N": 127}],
-        heldout=[{"M": 1, "K": 1, "N": 1}, {"M": 97, "K": 33, "N": 50}],
-        reference="A @ B", flops="2*M*N*K", bytes="8*(M*K + K*N + M*N)", rtol=1e-9),
-    "03_dense_la_axpy": Recipe(
-        shapes={"x": ["N"], "y": ["N"], "z": ["N"]}, sizes=_cap(1 << 20), scalars={"alpha": 2.0},
-        train=[{"N": 1 << 20}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        reference="alpha * x + y", flops="2*N", bytes="24*N"),
-    "04_dense_la_gemv": Recipe(
-        shapes={"A": ["M", "N"], "x": ["N"], "y": ["M"]},
-        sizes=lambda p: {"M": min(p, 2048) // 2, "N": min(p, 2048)},
-        train=[{"M": 1024, "N": 2048}, {"M": 1023, "N": 2047}],
-        heldout=[{"M": 1, "N": 1}, {"M": 97, "N": 13}],
-        ranges={"A": (-10.0, 10.0), "x": (-10.0, 10.0)}, reference="A @ x",
-        flops="2*M*N", bytes="8*(M*N + M + N)"),
-    "05_fft_inverse_fft": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 16),
-        train=[{"N": 1 << 16}, {"N": 1 << 10}], heldout=[{"N": 2}, {"N": 1 << 17}],
-        reference="np.fft.ifft(x)", flops="5*N*16", bytes="32*N"),
-    "06_fft_dft": Recipe(
-        shapes={"x": ["N"], "output": ["N"]}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=[{"N": 1}, {"N": 97}],
-        reference="np.fft.fft(x)", flops="8*N*N", bytes="24*N"),
-    "07_fft_fft_conjugate": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 16),
-        train=[{"N": 1 << 16}, {"N": 1 << 10}], heldout=[{"N": 2}, {"N": 1 << 17}],
-        reference="np.conj(np.fft.fft(x))", flops="5*N*16", bytes="32*N"),
-    "08_fft_split_fft": Recipe(
-        shapes={"x": ["N"], "r": ["N"], "i": ["N"]}, sizes=_cap(1 << 16),
-        train=[{"N": 1 << 16}, {"N": 1 << 10}], heldout=[{"N": 2}, {"N": 1 << 17}],
-        reference="(np.fft.fft(x).real, np.fft.fft(x).imag)", flops="5*N*16", bytes="32*N"),
-    "09_fft_fft_out_of_place": Recipe(
-        shapes={"x": ["N"], "output": ["N"]}, sizes=_cap(1 << 16),
-        train=[{"N": 1 << 16}, {"N": 1 << 10}], heldout=[{"N": 2}, {"N": 1 << 17}],
-        reference="np.fft.fft(x)", flops="5*N*16", bytes="32*N"),
-    "11_geometry_convex_hull_perimeter": Recipe(
-        shapes={"points": ["N"], "result": []}, sizes=_cap(1 << 14),
-        train=[{"N": 1 << 14}, {"N": 9973}], heldout=[{"N": 3}, {"N": 97}],
-        ranges={"points": (-1000.0, 1000.0)}, perturb={"points": "none"},
-        reference="from scipy.spatial import ConvexHull\n\n\n"
-                  "def reference(points, **_):\n"
-                  "    # in two dimensions a hull's `area` is its perimeter\n"
-                  "    return ConvexHull(np.stack([points['x'], points['y']], 1)).area\n",
-        flops="N*14", bytes="16*N"),
-    "12_geometry_smallest_triangle": Recipe(
-        shapes={"points": ["N"], "result": []}, sizes=_cap(256),
-        train=[{"N": 256}, {"N": 251}], heldout=[{"N": 3}, {"N": 17}],
-        ranges={"points": (-1000.0, 1000.0)}, perturb={"points": "none"},
-        reference="def reference(points, N, **_):\n"
-                  "    x, y = points['x'], points['y']\n"
-                  "    best = np.inf\n"
-                  "    for i in range(N - 2):  # all triangles (i, j, k) with i < j < k\n"
-                  "        j, k = np.triu_indices(N - i - 1, 1)\n"
-                  "        j, k = j + i + 1, k + i + 1\n"
-                  "        area = 0.5 * np.abs(x[i] * (y[j] - y[k]) + x[j] * (y[k] - y[i])\n"
-                  "                            + x[k] * (y[i] - y[j]))\n"
-                  "        best = min(best, area.min())\n"
-                  "    return best\n",
-        flops="N*N*N", bytes="16*N"),
-    "13_geometry_closest_pair_2d": Recipe(
-        shapes={"points": ["N"], "result": []}, sizes=_cap(1 << 12),
-        train=[{"N": 1 << 12}, {"N": 4093}], heldout=[{"N": 2}, {"N": 97}],
-        ranges={"points": (-1000.0, 1000.0)}, perturb={"points": "none"},
-        reference="from scipy.spatial.distance import pdist\n\n\n"
-                  "def reference(points, **_):\n"
-                  "    return pdist(np.stack([points['x'], points['y']], 1)).min()\n",
-        flops="4*N*N", bytes="16*N"),
-    "14_geometry_closest_pair_1d": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 13),
-        train=[{"N": 1 << 13}, {"N": 4099}], heldout=[{"N": 2}, {"N": 97}],
-        ranges={"x": (-1000.0, 1000.0)}, reference="np.diff(np.sort(x)).min()",
-        flops="3*N*N/2", bytes="8*N"),
-    "15_graph_edge_count": Recipe(
-        shapes={"A": ["N", "N"], "result": []}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"A": (0, 2)},
-        reference="np.int32(np.count_nonzero(A == 1))", flops="N*N", bytes="4*N*N"),
-    "16_graph_largest_component": Recipe(
-        shapes={"A": ["N", "N"], "result": []}, sizes=_cap(1024),
-        train=[{"N": 1024}, {"N": 1021}], heldout=_SQUARE, ranges={"A": (0, 2)},
-        inputs=_GRAPH_INPUTS.replace("EDGES", "1.5"), perturb={"A": "none"},
-        reference=_COMPONENTS + "\n\ndef reference(A, **_):\n    _, label = labels(A)\n"
-                                "    return np.int32(np.bincount(label).max())\n",
-        flops="N*N", bytes="4*N*N",
-        note="a vertex has 1.5 neighbours on average (ParEval: half of all pairs, so one "
-             "component)"),
-    "17_graph_highest_degree": Recipe(
-        shapes={"A": ["N", "N"], "result": []}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"A": (0, 2)},
-        inputs=_GRAPH_INPUTS.replace("EDGES", "N / 2"), perturb={"A": "none"},
-        reference="np.int32(A.sum(axis=1).max())", flops="N*N", bytes="4*N*N"),
-    "18_graph_count_components": Recipe(
-        shapes={"A": ["N", "N"], "result": []}, sizes=_cap(1024),
-        train=[{"N": 1024}, {"N": 1021}], heldout=_SQUARE, ranges={"A": (0, 2)},
-        inputs=_GRAPH_INPUTS.replace("EDGES", "1.5"), perturb={"A": "none"},
-        reference=_COMPONENTS + "\n\ndef reference(A, **_):\n    count, _ = labels(A)\n"
-                                "    return np.int32(count)\n",
-        flops="N*N", bytes="4*N*N",
-        note="a vertex has 1.5 neighbours on average (ParEval: half of all pairs, so one "
-             "component)"),
-    "19_graph_shortest_path": Recipe(
-        shapes={"A": ["N", "N"], "result": []},
-        sizes=lambda p: {"N": min(p, 1024), "source": 3, "dest": min(p, 1024) - 2},
-        train=[{"N": 1024, "source": 3, "dest": 1022}, {"N": 1021, "source": 700, "dest": 5}],
-        heldout=[{"N": 2, "source": 1, "dest": 1}, {"N": 97, "source": 96, "dest": 1}],
-        ranges={"A": (0, 2)}, inputs=_CONNECTED_INPUTS, perturb={"A": "none"},
-        reference="from scipy.sparse import csr_matrix\n"
-                  "from scipy.sparse.csgraph import shortest_path\n\n\n"
-                  "def reference(A, source, dest, **_):\n"
-                  "    d = shortest_path(csr_matrix(A == 1), unweighted=True, indices=source)\n"
-                  "    return np.int32(d[dest])\n",
-        flops="N*N", bytes="4*N*N",
-        note="the graph is a random tree plus about one extra edge per vertex"),
-    "20_histogram_pixel_histogram": Recipe(
-        shapes={"image": ["N"], "bins": ["256"]}, zero=("bins",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"image": (0, 255)},
-        reference="np.bincount(image, minlength=256).astype(np.uint64)", flops="N",
-        bytes="4*N"),
-    "21_histogram_bin_0-100": Recipe(
-        shapes={"x": ["N"], "bins": ["10"]}, zero=("bins",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0.0, 100.0)},
-        reference="np.bincount((x // 10).astype(np.int64), minlength=10).astype(np.uint64)",
-        flops="N", bytes="8*N"),
-    "24_histogram_count_quartile": Recipe(
-        shapes={"x": ["N"], "bins": ["4"]}, zero=("bins",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0.0, 100.0)},
-        # x - trunc(x) is exact and so is the product by 4: the quarter is its floor
-        reference="np.bincount(np.floor(np.modf(x)[0] * 4).astype(np.int64), minlength=4)"
-                  ".astype(np.uint64)",
-        flops="3*N", bytes="8*N"),
-    "22_histogram_count_quadrants": Recipe(
-        shapes={"points": ["N"], "bins": ["4"]}, zero=("bins",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"points": (-1.0, 1.0)}, perturb={"points": "none"},
-        reference="np.bincount(np.where(points['y'] >= 0, np.where(points['x'] >= 0, 0, 1), "
-                  "np.where(points['x'] < 0, 2, 3)), minlength=4).astype(np.uint64)",
-        flops="2*N", bytes="16*N"),
-    "25_reduce_xor": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        reference="np.logical_xor.reduce(x)", flops="N", bytes="N/8"),
-    "26_reduce_product_of_inverses": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(4096),
-        train=[{"N": 4096}, {"N": 4093}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0.0, 100.0)},
-        reference="np.prod(np.where(np.arange(x.size) % 2 == 1, 1.0 / x, x))", rtol=1e-8,
-        flops="2*N", bytes="8*N",
-        note="at most 4096 elements: the product of more such ratios leaves the range of a "
-             "double"),
-    "27_reduce_average": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0.0, 100.0)}, reference="x.mean()", flops="N", bytes="8*N"),
-    "28_reduce_smallest_odd_number": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0, 100)},
-        reference="np.int32(np.where(x % 2 == 1, x, np.iinfo(np.int32).max).min())",
-        flops="N", bytes="4*N"),
-    "29_reduce_sum_of_min_of_pairs": Recipe(
-        shapes={"x": ["N"], "y": ["N"], "result": []}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0.0, 100.0), "y": (0.0, 100.0)}, reference="np.minimum(x, y).sum()",
-        flops="2*N", bytes="16*N"),
-    "30_scan_prefix_sum": Recipe(
-        shapes={"x": ["N"], "output": ["N"]}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100.0, 100.0)}, reference="np.cumsum(x)", scale="array",
-        flops="N", bytes="16*N"),
-    "31_scan_scan_with_min_function": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100.0, 100.0)}, reference="np.minimum.accumulate(x)",
-        flops="N", bytes="8*N"),
-    "32_scan_sum_of_prefix_sum_array": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100.0, 100.0)}, reference="np.cumsum(x).sum()", rtol=1e-8,
-        flops="2*N", bytes="8*N"),
-    "33_scan_reverse_prefix_sum": Recipe(
-        shapes={"x": ["N"], "output": ["N"]}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100, 100)}, reference="np.cumsum(x[::-1]).astype(np.int32)",
-        flops="N", bytes="8*N"),
-    "34_scan_largest_contiguous_subarray_sum": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 14),
-        train=[{"N": 1 << 14}, {"N": 16381}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100, 100)},
-        reference="def reference(x, **_):\n"
-                  "    prefix = np.concatenate(([0], np.cumsum(x, dtype=np.int64)))\n"
-                  "    # the best sum ending at j: prefix[j+1] minus the least prefix before it\n"
-                  "    return np.int32((prefix[1:] - np.minimum.accumulate(prefix[:-1])).max())\n",
-        flops="N*N", bytes="4*N"),
-    "36_search_check_if_array_contains_value": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=lambda p: {"N": min(p, 1 << 21), "target": 77},
-        train=[{"N": 1 << 21, "target": 77}, {"N": 999983, "target": 7}],
-        heldout=[{"N": 1, "target": 3}, {"N": 17, "target": 49}],
-        ranges={"x": (-50, 50)}, reference="np.bool_((x == target).any())",
-        flops="N", bytes="4*N"),
-    "37_search_find_the_closest_number_to_pi": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 21),
-        train=[{"N": 1 << 21}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-10000.0, 10000.0)}, reference="np.uint64(np.argmin(np.abs(x - np.pi)))",
-        flops="2*N", bytes="8*N"),
-    "38_search_find_the_first_even_number": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=_cap(1 << 21),
-        train=[{"N": 1 << 21}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (1, 40)},
-        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, **_):\n"
-               "    \"\"\"ParEval's: odd numbers, two of them in the middle half made even.\"\"\"\n"
-               "    x = (2 * rng.integers(1, 20, size=N) + 1).astype(np.int32)\n"
-               "    x[rng.integers(N // 4, max(N // 4 + 1, 3 * N // 4), size=2)] += 1\n"
-               "    return {\"x\": x}\n",
-        reference="np.uint64(np.argmax(x % 2 == 0) if (x % 2 == 0).any() else x.size)",
-        flops="N", bytes="4*N"),
-    "39_search_xor_contains": Recipe(
-        shapes={"x": ["N"], "y": ["N"], "result": []},
-        sizes=lambda p: {"N": min(p, 1 << 21), "val": 500},
-        train=[{"N": 1 << 21, "val": 500}, {"N": 999983, "val": 20000}],
-        heldout=[{"N": 1, "val": 3}, {"N": 17, "val": 9}],
-        ranges={"x": (-10000, 10000), "y": (-10000, 10000)},
-        reference="np.bool_((x == val).any() != (y == val).any())", flops="2*N", bytes="8*N"),
-    "40_sort_sort_an_array_of_complex_numbers_by_magnitude": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 17),
-        train=[{"N": 1 << 17}, {"N": 99991}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100.0, 100.0)}, reference="x[np.argsort(np.abs(x), kind='stable')]",
-        flops="N*17", bytes="32*N"),
-    "41_sort_k-th_smallest_element": Recipe(
-        shapes={"x": ["N"], "result": []}, sizes=lambda p: {"N": min(p, 1 << 17), "k": 1000},
-        train=[{"N": 1 << 17, "k": 1000}, {"N": 99991, "k": 99991}],
-        heldout=[{"N": 1, "k": 1}, {"N": 17, "k": 9}],
-        ranges={"x": (0, 10000)}, reference="np.int32(np.sort(x)[k - 1])",
-        flops="N*17", bytes="4*N"),
-    "42_sort_sorted_ranks": Recipe(
-        shapes={"x": ["N"], "ranks": ["N"]}, sizes=_cap(1 << 17),
-        train=[{"N": 1 << 17}, {"N": 99991}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-100.0, 100.0)}, perturb={"x": "none"},
-        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, **_):\n"
-               "    \"\"\"Distinct floats in [-100, 100): a tie would make ranks ambiguous.\"\"\"\n"
-               "    x = rng.permutation(N) * (200.0 / max(N, 1)) - 100.0\n"
-               "    return {\"x\": x.astype(np.float32)}\n",
-        reference="np.argsort(np.argsort(x, kind='stable'), kind='stable').astype(np.uint64)",
-        flops="N*17", bytes="12*N", note="the values are distinct, so every rank is defined"),
-    "43_sort_sort_an_array_of_structs_by_key": Recipe(
-        shapes={"results": ["N"]}, inout=("results",), sizes=_cap(1 << 17),
-        train=[{"N": 1 << 17}, {"N": 99991}], heldout=[{"N": 1}, {"N": 17}],
-        perturb={"results": "none"},
-        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, **_):\n"
-               "    \"\"\"Distinct start times: with ties the order std::sort leaves is not "
-               "defined.\"\"\"\n"
-               "    dtype = np.dtype([('startTime', np.int32), ('duration', np.int32), "
-               "('value', np.float32)], align=True)\n"
-               "    r = np.zeros(N, dtype)\n"
-               "    r['startTime'] = rng.permutation(N)\n"
-               "    r['duration'] = rng.integers(1, 10, size=N)\n"
-               "    r['value'] = rng.uniform(-1.0, 1.0, size=N)\n"
-               "    return {'results': r}\n",
-        reference="results[np.argsort(results['startTime'], kind='stable')]",
-        flops="N*17", bytes="24*N",
-        note="start times are distinct (ParEval: in [0, 100), so ties leave the order open)"),
-    "44_sort_sort_non-zero_elements": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 17),
-        train=[{"N": 1 << 17}, {"N": 99991}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (0, 2**31 - 1)},
-        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, **_):\n"
-               "    \"\"\"ParEval's: random non-negative ints, four in five of them zero.\"\"\"\n"
-               "    x = rng.integers(0, 2**31 - 1, size=N)\n"
-               "    x[rng.integers(0, 5, size=N) != 0] = 0\n"
-               "    return {\"x\": x.astype(np.int32)}\n",
-        reference="def reference(x, **_):\n    x = x.copy()\n    nonzero = x != 0\n"
-                  "    x[nonzero] = np.sort(x[nonzero])\n    return x\n",
-        flops="N*17", bytes="8*N"),
-    "45_sparse_la_sparse_solve": Recipe(
-        shapes={"A": ["NNZ"], "b": ["N"], "x": ["N"]},
-        sizes=lambda p: {"N": min(p, 256), "NNZ": min(p, 256) ** 2 // 10 + min(p, 256)},
-        train=[{"N": 256, "NNZ": 6809}, {"N": 127, "NNZ": 1739}],
-        heldout=[{"N": 1, "NNZ": 1}, {"N": 17, "NNZ": 45}],
-        ranges={"b": (-10.0, 10.0)}, perturb={"A": "none"},
-        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, N, NNZ, **_):\n"
-               "    return {'A': coo(rng, N, N, NNZ, dominant=True),\n"
-               "            'b': rng.uniform(-10.0, 10.0, size=N)}\n",
-        reference=_COO_DENSE + "\n\ndef reference(A, b, N, **_):\n"
-                               "    return np.linalg.solve(dense(A, N, N), b)\n",
-        flops="2*N*N*N/3", bytes="24*NNZ + 16*N",
-        note="the entries sit at distinct positions, sorted by row and column, and the "
-             "diagonal dominates (ParEval: random positions)"),
-    "46_sparse_la_spmm": Recipe(
-        shapes={"A": ["NA"], "X": ["NX"], "Y": ["M", "N"]},
-        sizes=lambda p: {"M": min(p, 256), "K": min(p, 256) // 4, "N": min(p, 256) // 2,
-                         "NA": min(p, 256) ** 2 // 40, "NX": min(p, 256) ** 2 // 80},
-        train=[{"M": 256, "K": 64, "N": 128, "NA": 1638, "NX": 819},
-               {"M": 127, "K": 31, "N": 61, "NA": 393, "NX": 189}],
-        heldout=[{"M": 1, "K": 1, "N": 1, "NA": 1, "NX": 1},
-                 {"M": 17, "K": 5, "N": 9, "NA": 8, "NX": 4}],
-        perturb={"A": "none", "X": "none"},
-        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, M, K, N, NA, NX, **_):\n"
-               "    return {'A': coo(rng, M, K, NA), 'X': coo(rng, K, N, NX)}\n",
-        reference=_COO_DENSE + "\n\ndef reference(A, X, M, K, N, **_):\n"
-                               "    return dense(A, M, K, add=True) @ dense(X, K, N, add=True)\n",
-        flops="2*NA*NX/K", bytes="24*(NA + NX) + 8*M*N",
-        note="the entries sit at distinct positions, sorted by row and column"),
-    "47_sparse_la_spmv": Recipe(
-        shapes={"A": ["NNZ"], "x": ["N"], "y": ["M"]}, inout=("y",),
-        scalars={"alpha": 0.5, "beta": -0.75},
-        sizes=lambda p: {"M": min(p, 2048), "N": min(p, 2048), "NNZ": min(p, 2048) ** 2 // 10},
-        train=[{"M": 2048, "N": 2048, "NNZ": 419430}, {"M": 1021, "N": 2039, "NNZ": 99991}],
-        heldout=[{"M": 1, "N": 1, "NNZ": 1}, {"M": 17, "N": 5, "NNZ": 13}],
-        perturb={"A": "none"},
-        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, M, N, NNZ, **_):\n"
-               "    return {'A': coo(rng, M, N, NNZ), 'x': rng.uniform(-1.0, 1.0, size=N),\n"
-               "            'y': rng.uniform(-1.0, 1.0, size=M)}\n",
-        reference=_COO_DENSE + "\n\ndef reference(A, x, y, M, N, alpha, beta, **_):\n"
-                               "    return beta * y + alpha * (dense(A, M, N, add=True) @ x)\n",
-        flops="2*NNZ + M", bytes="24*NNZ + 8*(N + 2*M)",
-        note="the entries sit at distinct positions, sorted by row and column"),
-    "48_sparse_la_sparse_axpy": Recipe(
-        shapes={"x": ["NNZ"], "y": ["NNZ"], "z": ["N"]}, zero=("z",), scalars={"alpha": 0.5},
-        sizes=lambda p: {"N": min(p, 1 << 20), "NNZ": min(p, 1 << 20) // 10},
-        train=[{"N": 1 << 20, "NNZ": 104857}, {"N": 999983, "NNZ": 99991}],
-        heldout=[{"N": 1, "NNZ": 1}, {"N": 17, "NNZ": 5}],
-        perturb={"x": "none", "y": "none"},
-        inputs="import numpy as np\n\n\ndef make_inputs(rng, N, NNZ, **_):\n"
-               "    \"\"\"ParEval's: random indices (repeats allowed), sorted.\"\"\"\n"
-               "    dtype = np.dtype([('index', np.uint64), ('value', np.float64)], align=True)\n"
-               "    out = {}\n"
-               "    for name in ('x', 'y'):\n"
-               "        v = np.zeros(NNZ, dtype)\n"
-               "        v['index'] = np.sort(rng.integers(0, N, size=NNZ))\n"
-               "        v['value'] = rng.uniform(-1.0, 1.0, size=NNZ)\n"
-               "        out[name] = v\n"
-               "    return out\n",
-        reference="def reference(x, y, N, alpha, **_):\n    z = np.zeros(N)\n"
-                  "    np.add.at(z, x['index'].astype(np.int64), alpha * x['value'])\n"
-                  "    np.add.at(z, y['index'].astype(np.int64), y['value'])\n    return z\n",
-        flops="3*NNZ", bytes="32*NNZ + 8*N"),
-    "49_sparse_la_sparse_lu_decomp": Recipe(
-        shapes={"A": ["NNZ"], "L": ["N", "N"], "U": ["N", "N"]}, zero=("L", "U"),
-        sizes=lambda p: {"N": min(p, 256), "NNZ": min(p, 256) ** 2 // 10 + min(p, 256)},
-        train=[{"N": 256, "NNZ": 6809}, {"N": 127, "NNZ": 1739}],
-        heldout=[{"N": 1, "NNZ": 1}, {"N": 17, "NNZ": 45}],
-        perturb={"A": "none"},
-        inputs=_COO_INPUTS + "\n\ndef make_inputs(rng, N, NNZ, **_):\n"
-               "    return {'A': coo(rng, N, N, NNZ, dominant=True)}\n",
-        reference=_COO_DENSE + "\n\ndef reference(A, N, **_):\n    LU = dense(A, N, N)\n"
-                               "    for k in range(N - 1):  # Doolittle, no pivoting\n"
-                               "        LU[k + 1:, k] /= LU[k, k]\n"
-                               "        LU[k + 1:, k + 1:] -= np.outer(LU[k + 1:, k], "
-                               "LU[k, k + 1:])\n"
-                               "    return np.tril(LU, -1) + np.eye(N), np.triu(LU)\n",
-        flops="2*N*N*N/3", bytes="24*NNZ + 16*N*N",
-        note="the entries sit at distinct positions, sorted by row and column, and the "
-             "diagonal dominates (ParEval: random positions)"),
-    "50_stencil_xor_kernel": Recipe(
-        shapes={"input": ["N", "N"], "output": ["N", "N"]}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"input": (0, 2)},
-        reference=_STENCIL_2D + "\n\ndef reference(N, **a):\n"
-                                "    count = neighbours(a['input'] == 1, CROSS)\n"
-                                "    return (count == 1).astype(np.int32)\n",
-        flops="4*N*N", bytes="8*N*N"),
-    "51_stencil_edge_kernel": Recipe(
-        shapes={"imageIn": ["N", "N"], "imageOut": ["N", "N"]}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"imageIn": (0, 255)},
-        reference=_STENCIL_2D + "\n\ndef reference(imageIn, **_):\n"
-                                "    total = 8 * imageIn.astype(np.int64) - "
-                                "neighbours(imageIn, RING)\n"
-                                "    return np.clip(total, 0, 255).astype(np.int32)\n",
-        flops="18*N*N", bytes="8*N*N"),
-    "52_stencil_1d_jacobi_3-point_stencil": Recipe(
-        shapes={"input": ["N"], "output": ["N"]}, sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"input": (-100.0, 100.0)},
-        reference="def reference(N, **a):\n    p = np.pad(a['input'], 1)\n"
-                  "    return (p[:-2] + p[1:-1] + p[2:]) / 3.0\n",
-        flops="3*N", bytes="16*N"),
-    "53_stencil_2d_jacobi_5-point_stencil": Recipe(
-        shapes={"input": ["N", "N"], "output": ["N", "N"]}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"input": (-100.0, 100.0)},
-        reference=_STENCIL_2D + "\n\ndef reference(N, **a):\n"
-                                "    return (a['input'] + neighbours(a['input'], CROSS)) / 5.0\n",
-        flops="5*N*N", bytes="16*N*N"),
-    "54_stencil_game_of_life": Recipe(
-        shapes={"input": ["N", "N"], "output": ["N", "N"]}, sizes=_cap(2048),
-        train=[{"N": 2048}, {"N": 2047}], heldout=_SQUARE, ranges={"input": (0, 2)},
-        reference=_STENCIL_2D + "\n\ndef reference(N, **a):\n"
-                                "    alive = a['input'] == 1\n"
-                                "    count = neighbours(alive, RING)\n"
-                                "    return ((count == 3) | (alive & (count == 2)))"
-                                ".astype(np.int32)\n",
-        flops="9*N*N", bytes="8*N*N"),
-    "55_transform_relu": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-50.0, 50.0)}, reference="np.maximum(x, 0.0)", flops="N", bytes="16*N"),
-    "56_transform_negate_odds": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (1, 100)}, reference="np.where(x % 2 == 0, x // 2, -x).astype(np.int32)",
-        flops="N", bytes="8*N"),
-    "57_transform_inverse_offset": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 21),
-        train=[{"N": 1 << 21}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-50.0, 50.0)}, reference="1.0 - 1.0 / x", flops="2*N", bytes="16*N"),
-    "58_transform_squaring": Recipe(
-        shapes={"x": ["N"]}, inout=("x",), sizes=_cap(1 << 22),
-        train=[{"N": 1 << 22}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (-50, 50)}, reference="x * x", flops="N", bytes="8*N"),
-    "59_transform_map_function": Recipe(
-        shapes={"x": ["N"], "mask": ["N"]}, sizes=_cap(1 << 21),
-        train=[{"N": 1 << 21}, {"N": 999983}], heldout=[{"N": 1}, {"N": 17}],
-        ranges={"x": (1, 1025)}, reference="(x > 0) & ((x & (x - 1)) == 0)",
-        flops="3*N", bytes="5*N"),
-}
+# our translations (problem -> Recipe), and the problems we do not translate with the reason
+RECIPES, UNTRANSLATED = load_recipes()
 
 
 @dataclass
