@@ -199,7 +199,7 @@ def _print_outcomes(requests: list[Request], outcomes: list[Outcome], rewards: l
                 t = o.timing
                 rate = f"  {o.gbps:.2f} GB/s" if o.gbps is not None else ""
                 console.print(f"    median {t.median * 1e3:.3f} ms  min {t.minimum * 1e3:.3f} ms  "
-                              f"mean {t.mean * 1e3:.3f} ms  CV {t.cv * 100:.1f}%  "
+                              f"mean {t.mean * 1e3:.3f} ms  CV {t.cv * 100:.1f}% (all calls)  "
                               f"({len(t.samples)} samples, {t.warmups} warm-ups){rate}",
                               style="dim", highlight=False)
             elif o.details and o.status.value != "HOST_ERROR":  # that one is a traceback
