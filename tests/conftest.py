@@ -23,3 +23,27 @@ def dgemm():
 @pytest.fixture
 def fast():
     return FAST
+
+
+# The development tier, `pytest -m "not slow"`, runs in a few minutes; CI runs everything.
+# Beside the tests marked slow one by one, these modules are slow as a whole: real models,
+# training steps, a Ray cluster, worker processes per candidate, the hostile suites' many
+# sandboxed runs (the full suite's --durations put them at the top).
+SLOW_MODULES = {
+    "tests/cluster/test_ray.py", "tests/hostile/test_gpu_hostile.py",
+    "tests/search/test_engine.py", "tests/search/test_transformers_serve.py",
+    "tests/search/test_default_model.py", "tests/search/test_evolve.py",
+    "tests/training/test_grpo.py", "tests/training/test_grpo_engine.py",
+    "tests/training/test_cli_recipes.py", "tests/training/test_sft.py",
+    "tests/training/test_sft_data_opened.py", "tests/training/test_pairs.py",
+    "tests/test_torch_protocol.py", "tests/test_reference_bound.py",
+    "tests/test_text_linear.py", "tests/test_machine_probe.py", "tests/test_noisy_neighbour.py",
+    "tests/test_lane_machine_wide.py", "tests/test_driver_death.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+    for item in items:
+        if item.path.relative_to(root).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
