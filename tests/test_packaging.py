@@ -25,7 +25,7 @@ def test_the_source_tree_has_the_run_time_files():
     for needed in ("prompts/templates/generate.txt", "harness/harness.c",
                    "harness/torch_worker.py", "harness/peak.c", "tasks/builtin/dgemm/task.toml",
                    "tasks/builtin_gpu/relu.py", "train/variants/dgemm__ikj_loop_order.c",
-                   "recipes/seed000_exp1_fixed.toml"):
+                   "recipes/online_rl_exp1_fixed.toml"):
         assert needed in files
 
 

@@ -21,8 +21,8 @@ def perfgym(*args, cwd=None):
 
 
 def test_four_recipes_are_shipped():
-    assert RECIPES == ["cpu_learning_curve", "seed000_exp1_fixed", "seed000_exp2_sqd",
-                       "seed001_sft_then_grpo"]
+    assert RECIPES == ["cpu_learning_curve", "kernelcompare_sft_then_grpo",
+                       "online_rl_exp1_fixed", "online_rl_exp2_sqd"]
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -52,16 +52,16 @@ def test_recipe_errors(tmp_path):
     r = perfgym("train", "recipe", RECIPES[0], "--output-dir", str(tmp_path / "o"),
                 "--model-path", str(tmp_path / "nowhere"))
     assert r.returncode == 2 and "nowhere" in r.stderr and "Traceback" not in r.stderr
-    r = perfgym("train", "recipe", "seed000_exp1_fixed", "--sft-steps", "3", "--smoke",
+    r = perfgym("train", "recipe", "online_rl_exp1_fixed", "--sft-steps", "3", "--smoke",
                 "--output-dir", str(tmp_path / "o2"))
     assert r.returncode == 2 and "no [sft] section" in r.stderr
     r = perfgym("train", "recipe", "no_such_recipe", "--smoke", "--output-dir", str(tmp_path))
-    assert r.returncode == 2 and "seed000_exp1_fixed" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "online_rl_exp1_fixed" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_recipe_flags_override_the_recipe(tmp_path):
     pytest.importorskip("trl", reason="the train extra is not installed")
-    r = perfgym("train", "recipe", "seed000_exp1_fixed", "--smoke", "--steps", "1", "--G", "3",
+    r = perfgym("train", "recipe", "online_rl_exp1_fixed", "--smoke", "--steps", "1", "--G", "3",
                 "--output-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     result = json.loads((tmp_path / "results.json").read_text())

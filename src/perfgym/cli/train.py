@@ -148,8 +148,8 @@ def train_sft(
 @train_app.command("recipe")
 @_guard
 def train_recipe(recipe: str = typer.Argument(..., help="a recipe TOML file, or the name of a "
-                                             "shipped one: seed000_exp1_fixed, "
-                                             "seed000_exp2_sqd, seed001_sft_then_grpo, "
+                                             "shipped one: online_rl_exp1_fixed, "
+                                             "online_rl_exp2_sqd, kernelcompare_sft_then_grpo, "
                                              "cpu_learning_curve"),
                  model_path: Optional[Path] = typer.Option(None, help="model directory or .gguf "
                                                            "(default: SmolLM2-135M-Instruct)"),

@@ -26,7 +26,7 @@ def shipped() -> list[str]:
 
 def resolve(name_or_path: str | Path) -> Path:
     """A recipe file: a path, or the name of a shipped recipe (`perfgym train recipe
-    seed000_exp1_fixed`)."""
+    online_rl_exp1_fixed`)."""
     path = Path(name_or_path)
     if path.is_file() or path.suffix == ".toml":
         return path
