@@ -93,6 +93,27 @@ def test_every_timing_runs_on_the_benchmark_node(cluster):
     assert all(o.machine["id"] for o in outs[:4])  # the node's own fingerprint travels along
 
 
+def test_grpo_rewards_are_judged_on_the_benchmark_node(cluster, tmp_path):
+    """`perfgym train grpo --ray-address`: the reward function (and the multi-turn rollout,
+    which takes the same executor) sends every completion to the cluster's benchmark node."""
+    from perfgym.executors.ray_executor import RayExecutor
+    from perfgym.store import RunStore
+    from perfgym.train.grpo import PerfgymReward
+    executor = RayExecutor()
+    bench = {n["NodeID"] for n in executor.bench_nodes()}
+    task = get_task("dgemm")
+    config = EvalConfig(use_cache=False, max_time=0.2, max_samples=10, min_samples=3)
+    store = RunStore(tmp_path / "run")
+    reward = PerfgymReward(task, store, config, "tiered", G=2, executor=executor.evaluate_many)
+    completions = [f"```c\n{v}```" for v in variants(2)] + ["no code", "no code either"]
+    rewards = reward.score(["p"] * 4, completions, {})
+    judged = [c.outcome for c in store.candidates()]
+    assert [o["status"] for o in judged] == ["OK", "OK", "FORMAT_ERROR", "FORMAT_ERROR"]
+    assert {o["config"]["node"] for o in judged[:2]} <= bench  # timed on the benchmark node
+    assert rewards[0] > rewards[2]
+    store.close()
+
+
 def test_killing_the_benchmark_node_mid_batch(cluster):
     from perfgym.executors.ray_executor import RayExecutor
     address, worker = cluster

@@ -82,6 +82,8 @@ def train_grpo(
                               "BF16 CPU)"),
     micro_batch: Optional[int] = typer.Option(None, help="completions per forward and "
                                               "backward (the step's batch is accumulated)"),
+    ray_address: Optional[str] = typer.Option(None, help="judge the completions on this Ray "
+                                              "cluster's benchmark nodes (an address, or auto)"),
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
 ) -> None:
     """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
@@ -104,7 +106,7 @@ def train_grpo(
         templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
         answer_start=(model_path is None and mode == "fixed") if answer_start is None
         else answer_start, turns=turns, turn_return=turn_return, gamma=gamma, bf16=bf16,
-        micro_batch=micro_batch)
+        micro_batch=micro_batch, ray_address=ray_address)
     run = grpo.train(settings, resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}
     console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "

@@ -1,6 +1,7 @@
 """Online GRPO with real-machine rewards, on Hugging Face TRL's GRPOTrainer (tested: trl 1.16).
 
-Two prompt modes (seed 000):
+Two prompt modes (the experiments of "Improving HPC Code Generation Capability of LLMs via
+Online RL with Real-Machine Benchmark Rewards"):
   fixed  experiment 1: the same prompts every step (the task, all techniques allowed);
   sqd    experiment 2: prompts drawn from the live SQD pool through TRL's `rollout_func`, so each
          step's prompts come from the pool as the previous step left it (an IterableDataset
@@ -18,9 +19,10 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..config import EvalConfig
+from ..executors import evaluate_many
 from ..multisize import evaluate_folded
 from ..outcome import Outcome, Status
 from ..backends import backend_for
@@ -96,6 +98,8 @@ class GRPOSettings:
     turn_return: str = "best"
     gamma: float = 0.4
     eval_overrides: dict[str, Any] = field(default_factory=dict)
+    # evaluate on a Ray cluster's benchmark nodes ("auto" or an address); None: this machine
+    ray_address: str | None = None
     sizes: str | None = None  # judge on the task's "train" (or "default") size set, folded
 
     def __post_init__(self) -> None:
@@ -154,7 +158,9 @@ class PerfgymReward:
     def __init__(self, task: Task, store: RunStore, eval_config: EvalConfig, scheme: str,
                  G: int, stage: int | None = None,
                  sizes: list[dict[str, int]] | None = None,
-                 prompts: dict[str, tuple[Task, str | None]] | None = None) -> None:
+                 prompts: dict[str, tuple[Task, str | None]] | None = None,
+                 executor: Callable[..., list[Outcome]] = evaluate_many) -> None:
+        self.executor = executor  # local, or a Ray cluster's evaluate_many
         self.sizes = sizes  # None: the default size; else each completion's folded Outcome
         # several tasks (fixed mode): each prompt text's task and opening (None: not opened)
         self.prompts = prompts or {}
@@ -190,7 +196,8 @@ class PerfgymReward:
         for task in {t.name: t for t, _ in tasks}.values():  # one evaluation batch per task
             mine = [i for i in range(n) if tasks[i][0].name == task.name]
             judged = evaluate_folded(task, [(texts[i], self.eval_config.replace(stage=stages[i]))
-                                            for i in mine], self.sizes)
+                                            for i in mine], self.sizes,
+                                     executor=self.executor)
             for i, o in zip(mine, judged):
                 outcomes[i] = o
         rewards: list[float] = []
@@ -396,8 +403,13 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     batch = settings.groups_per_step * settings.G
     rows = max(settings.steps, 1) * settings.groups_per_step
     size_set = task.sizes(settings.sizes) if settings.sizes else None
+    executor = evaluate_many
+    if settings.ray_address:
+        from ..executors.ray_executor import RayExecutor
+        executor = RayExecutor(None if settings.ray_address == "auto" else
+                               settings.ray_address).evaluate_many
     reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage,
-                           size_set)
+                           size_set, executor=executor)
     rollout = None
     if settings.mode == "fixed":
         reward.prompts = fixed_prompts(settings, tokenizer, machine, eval_config)
@@ -416,7 +428,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
                 settings.temperature, settings.top_k, settings.top_p, settings.min_p,
                 settings.seed, STOP if settings.answer_start else (), settings.turns,
                 settings.turn_return, settings.gamma, settings.reward, reward.prompts, users,
-                eval_config, store, machine, size_set, settings.stage)
+                eval_config, store, machine, size_set, settings.stage, executor)
         elif settings.engine == "openvino":
             from ..models import shipped_gguf
             from .engine_rollout import EngineRollout
@@ -429,6 +441,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
                         templates=Path(settings.templates) if settings.templates else None,
                         sizes=size_set)
+        engine.executor = executor
         pool = LivePool(engine, SQDConfig(iterations=10**9, G=settings.G,
                                           ratios=settings.sqd_ratios, stages=settings.sqd_stages),
                         G=settings.G)

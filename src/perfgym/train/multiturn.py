@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..config import EvalConfig
+from ..executors import evaluate_many
 from ..extract import FormatError
 from ..multisize import evaluate_folded
 from ..opening import full_answer
@@ -78,13 +79,15 @@ class MultiTurnRollout(EngineRollout):
                  prompts: dict[str, tuple[Task, str | None]], user_prompts: dict[str, str],
                  eval_config: EvalConfig,
                  store: Any, machine: dict[str, Any], sizes: list | None = None,
-                 stage: int | None = None) -> None:
+                 stage: int | None = None,
+                 executor: Callable[..., list[Outcome]] = evaluate_many) -> None:
         super().__init__(template_gguf, G, max_new_tokens, temperature, top_k, top_p, min_p,
                          seed=seed, stop=stop)
         self.turns, self.turn_return, self.gamma = turns, turn_return, gamma
         self.scheme, self.prompts, self.eval_config = scheme, prompts, eval_config
         self.user_prompts = user_prompts  # task name -> its first turn's user prompt
         self.store, self.machine, self.sizes, self.stage = store, machine, sizes, stage
+        self.executor = executor  # where the turns are judged: local or a Ray cluster
         self.expert: dict[str, float | None] = {}  # task -> the expert's speedup (stop rule)
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
@@ -150,7 +153,7 @@ class MultiTurnRollout(EngineRollout):
             task = active[mine[0]].task
             config = self.eval_config.replace(stage=self.stage)
             for i, o in zip(mine, evaluate_folded(task, [(answers[i], config) for i in mine],
-                                                  self.sizes)):
+                                                  self.sizes, executor=self.executor)):
                 outcomes[i] = o
         return outcomes  # type: ignore[return-value]
 
