@@ -201,10 +201,9 @@ def search_cmd(
     model_name = model or (str(model_path) if model_path else
                            DEFAULT_MODEL if local_default else None)
     config = {"task": t.name, "algo": algo, "policy": policy, "model": model_name,
-              "iterations": iterations, "G": g,
-        "ratios": list(ratio_values), "stages": list(stage_values), "n": n, "turns": turns,
-        "chains": chains, "stage": stage, "reward": reward, "opt": opt,
-        "sampling": sampling}
+              "iterations": iterations, "G": g, "ratios": list(ratio_values),
+              "stages": list(stage_values), "n": n, "turns": turns, "chains": chains,
+              "stage": stage, "reward": reward, "opt": opt, "sampling": sampling}
     profilers = _profile(profile, profilers)
     if profilers:  # (a run without profiling keeps the config it was started with)
         config["profile"] = list(profilers)
