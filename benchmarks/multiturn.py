@@ -45,6 +45,7 @@ BUDGETS = (1, 2, 4)  # test-time answers per chain / per parallel group
 CHAINS_PER_TASK = 4
 PER_CELL = 16  # single-turn samples per seed and task (4 parallel groups of 4)
 HELDOUT_PER_SEED = 20
+EVAL_TIMEOUT = 900  # seconds for one arm and seed's evaluation (about 5 min when it runs)
 MAX_COMPLETION = 320  # tokens per answer; the short tasks' bodies fit (expert: ~300 tokens)
 GRPO_BASE = {k: v for k, v in L.GRPO.items() if k not in ("G",)} | {
     "max_completion_length": MAX_COMPLETION}
@@ -305,9 +306,19 @@ def main() -> None:
     def spent() -> float:
         return before + time.monotonic() - started
 
-    def child(*extra: str) -> None:
-        subprocess.run([sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
-                        "--steps", str(args.steps), *extra], check=True)
+    def child(*extra: str, timeout: float | None = None) -> None:
+        # an evaluation child is run again when it hangs: OpenVINO GenAI 2026.4's sampler once
+        # waited on a futex forever in the middle of a batch (1% CPU, no progress for 15 min)
+        for attempt in range(3):
+            try:
+                subprocess.run([sys.executable, __file__, "--out", str(out), "--seeds",
+                                args.seeds, "--steps", str(args.steps), *extra], check=True,
+                               timeout=timeout)
+                break
+            except subprocess.TimeoutExpired:
+                log(f"{' '.join(extra)} did not finish in {timeout:.0f} s: run again")
+        else:
+            raise SystemExit(f"{' '.join(extra)} hung three times")
         wall_file.write_text(json.dumps({"seconds": spent()}))
 
     if not args.report_only:
@@ -324,7 +335,7 @@ def main() -> None:
             for arm in ("control", *ARMS):
                 if not (out / "eval" / f"{arm}_seed{seed}.json").exists():
                     log(f"evaluating {arm}, seed {seed}")
-                    child("--eval", arm, str(seed))
+                    child("--eval", arm, str(seed), timeout=EVAL_TIMEOUT)
     plan = json.loads((out / "pilot.json").read_text())
     print(report(out, seeds, plan, spent(), Path(args.json) if args.json else None))
 
