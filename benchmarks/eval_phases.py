@@ -126,7 +126,7 @@ def breakdown(task, text: str, config) -> tuple[dict[str, float], float, object]
     seconds = dict(phases.seconds)
     if outcome.ok and outcome.timing:  # the kernel's own calls inside the timed run
         t = outcome.timing
-        kernel = sum(t.samples) + t.warmups * t.median
+        kernel = sum(t.samples) + t.warmups * t.median  # (warm-ups are not timed one by one)
         run = seconds.get(SANDBOX_RUNS["run"], 0.0)
         seconds["timed run: the kernel's calls"] = kernel
         seconds["timed run: the rest (start, inputs, outputs)"] = max(run - kernel, 0.0)

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import subprocess
 import sys
 import time
@@ -153,16 +151,6 @@ def run_eval(out: Path, arm: str, seed: int) -> None:
 
 # --- report -----------------------------------------------------------------------------------
 
-def _cells(out: Path, arm: str, seeds: list[int], split: str) -> dict:
-    found = {}
-    for s in seeds:
-        path = out / "eval" / f"{arm}_seed{s}.json"
-        if path.exists():
-            for r in json.loads(path.read_text())[split]:
-                found.setdefault((s, r["task"]), []).append(r["measure"])
-    return found
-
-
 def test_time(out: Path, arm: str, seeds: list[int]) -> dict:
     """Per budget k: the mean over tasks and seeds of the best measure among k parallel answers
     (disjoint groups of the single-turn samples) and among a chain's first k turns."""
@@ -197,7 +185,7 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
     for arm in ARMS:
         for split, label in (("train", "training tasks"),
                              ("heldout_task", f"held-out task ({L.HELDOUT_TASK})")):
-            trained, control = _cells(out, arm, seeds, split), _cells(out, "control", seeds,
+            trained, control = L.cells(out, arm, seeds, split), L.cells(out, "control", seeds,
                                                                       split)
             common = sorted(set(trained) & set(control))
             if not common:
@@ -214,7 +202,7 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
                          f" {L._pct(b['gain_high'])}] | {b['diff']:+.3f} [{b['diff_low']:+.3f},"
                          f" {b['diff_high']:+.3f}] |")
     # multi against single directly (same prompts and sampler seeds at evaluation)
-    single, multi = _cells(out, "single", seeds, "train"), _cells(out, "multi", seeds, "train")
+    single, multi = L.cells(out, "single", seeds, "train"), L.cells(out, "multi", seeds, "train")
     common = sorted(set(single) & set(multi))
     if common:
         b = bootstrap({k: multi[k] for k in common}, {k: single[k] for k in common})
@@ -256,23 +244,6 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     return text
-
-
-def pilot(out: Path) -> dict:
-    from perfgym.metrics import samples_for_power
-    path = out / "pilot.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    records = L.judge(L.sample(base_model(), list(L.TRAIN_TASKS), L.PILOT_PER_TASK, seed=999))
-    by_task = {t: [r["measure"] for r in records if r["task"] == t] for t in L.TRAIN_TASKS}
-    mean = statistics.fmean(statistics.fmean(v) for v in by_task.values())
-    sd = math.sqrt(statistics.fmean(statistics.pvariance(v) for v in by_task.values()))
-    plan = {"pilot_samples": len(records), "pilot_mean": mean, "pilot_sd": sd,
-            "samples_needed_for_16pct": (samples_for_power(mean, sd, L.TARGET_GAIN)
-                                         if mean > 0 and sd > 0 else None),
-            "records": records}
-    path.write_text(json.dumps(plan, indent=1))
-    return plan
 
 
 def main() -> None:
@@ -323,7 +294,8 @@ def main() -> None:
 
     if not args.report_only:
         log("pilot (the base model) and power analysis")
-        plan = pilot(out)
+        # the learning experiment's pilot, of the base model (its sample cap is not used here)
+        plan = L.run_pilot(out, base_model(), seeds, max_samples=L.MIN_SAMPLES)
         log(f"pilot: mean {plan['pilot_mean']:.3f}, SD {plan['pilot_sd']:.3f}; +16% needs "
             f"{plan['samples_needed_for_16pct']} samples per arm")
         for seed in seeds:

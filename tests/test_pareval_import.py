@@ -21,7 +21,8 @@ from perfgym.tasks.pareval import import_pareval
 CHECKOUT = Path(os.environ.get("PERFGYM_PAREVAL_DIR", "/work/pareval"))
 needs_pareval = pytest.mark.skipif(
     not (CHECKOUT / "prompts" / "generation-prompts.json").is_file(),
-    reason=f"no ParEval checkout at {CHECKOUT} (set PERFGYM_PAREVAL_DIR)")
+    reason=f"no ParEval checkout at {CHECKOUT}: ParEval is third-party and not shipped; clone "
+           "it and set PERFGYM_PAREVAL_DIR")
 
 # ParEval's own solutions that are wrong by the prompt's contract (perfgym's reference follows the
 # prompt): correctMaximumSubarray never resets its running sum between start points, so it

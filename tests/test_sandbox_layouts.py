@@ -204,7 +204,8 @@ def test_an_editable_install_from_a_checkout_under_tmp(scratch, tops):
                                 "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
     # the build backend, offline: this environment's setuptools with its entry points
-    setuptools = pytest.importorskip("setuptools")
+    setuptools = pytest.importorskip(
+        "setuptools", reason="setuptools is not installed: the editable install needs it")
     home = Path(setuptools.__file__).resolve().parents[1]
     copy_in([home / "setuptools", home / "_distutils_hack",
              *home.glob("setuptools-*.dist-info")], site)

@@ -155,7 +155,7 @@ def search_cmd(
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else default_local_policy())
     local_default = policy in ("hf", "openvino") and model_path is None
-    from ..models import DEFAULT_SAMPLING
+    from ..models import DEFAULT_MODEL, DEFAULT_SAMPLING
     given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
              "max_tokens": max_tokens}
     chosen = {**(DEFAULT_SAMPLING if local_default else
@@ -196,7 +196,6 @@ def search_cmd(
     except ValueError:
         raise UserError("--ratios takes three numbers and --stages integers, comma-separated")
     size_set = _search_sizes(t, sizes)
-    from ..models import DEFAULT_MODEL
     # the model's name, for the report: the default model when no model was given
     model_name = model or (str(model_path) if model_path else
                            DEFAULT_MODEL if local_default else None)

@@ -101,7 +101,7 @@ def _plot_candidates(cands, ax1, ax2) -> None:
     colours = [STATUS_COLOURS.get(c.status, "#000000") for c in cands]
     ax1.bar(labels, [c.reward if c.reward is not None else 0.0 for c in cands], color=colours)
     ax1.set(title="Reward of each candidate", xlabel="candidate", ylabel="reward")
-    ax2.bar(labels, [c.gflops or 0.0 if c.ok else 0.0 for c in cands], color=colours)
+    ax2.bar(labels, [(c.gflops or 0.0) if c.ok else 0.0 for c in cands], color=colours)
     ax2.set(title="GFLOP/s of each candidate (0 = failed)", xlabel="candidate",
             ylabel="GFLOP/s")
     for status in sorted({c.status for c in cands}):  # one legend entry per status seen
