@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="relu,softmax,scale_bias_gelu")
     args = parser.parse_args()
     config = EvalConfig(use_cache=False, trials=3, min_samples=SAMPLES, max_samples=SAMPLES,
-                        max_time=60, cv_target=0.0)
+                        max_time=60, median_precision=0.0)
     print(f"{'task':18} {'in-process s':>13} {'isolated s':>11} {'ratio':>6}   "
           f"(median of {args.repeats}, {config.trials} trials + {SAMPLES} timed calls each)")
     ratios = []

@@ -75,7 +75,7 @@ def test_slow_wrong_kernel_costs_one_call_not_the_loop(dgemm, fast):
     # At 256^3 the naive kernel takes tens of ms per call and the full protocol runs many calls:
     # the check alone must take a small part of what the full run of the same kernel takes.
     size = {"M": 256, "N": 256, "K": 256}
-    config = fast.replace(max_time=1.0, max_samples=30, min_samples=10, cv_target=0.0)
+    config = fast.replace(max_time=1.0, max_samples=30, min_samples=10, median_precision=0.0)
     p_wrong, o_wrong = run(dgemm, kernel(bias="+ 1e-3"), config, size)
     p_right, o_right = run(dgemm, kernel(), config, size)
     assert o_wrong.status is Status.WRONG_ANSWER and o_right.status is Status.OK

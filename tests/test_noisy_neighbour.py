@@ -15,7 +15,7 @@ import pytest
 from perfgym import EvalConfig, Status, evaluate
 from perfgym.backends.c import neighbours
 from perfgym.cache import OutcomeCache
-from perfgym.evaluate import baseline, finish, measure, prepare
+from perfgym.evaluate import baseline, finish, measure, prepare, recent_baseline
 from perfgym.outcome import Outcome
 from perfgym.rewards import SCHEMES, score
 
@@ -93,6 +93,38 @@ def test_baseline_follows_use_cache(dgemm, cache):
         assert len(cache) == 0
     else:
         assert len(cache) == 1 and baseline(dgemm, small, CONFIG).cached
+
+
+def test_candidates_in_a_row_share_a_recent_undisturbed_baseline(dgemm, cache, monkeypatch):
+    ev = sys.modules["perfgym.evaluate"]
+    monkeypatch.setattr(ev, "_recent", {})
+    small, cfg = {"M": 48, "N": 48, "K": 48}, CONFIG.replace(use_cache=False)
+    first = recent_baseline(dgemm, small, cfg)
+    if first.disturbed:
+        pytest.skip("the machine was busy: a disturbed baseline is not shared (tested below)")
+    assert recent_baseline(dgemm, small, cfg) is first  # within BASELINE_FRESH_SECONDS
+    assert recent_baseline(dgemm, {"M": 40, "N": 48, "K": 48}, cfg) is not first  # other size
+    candidate = finish(p := prepare(dgemm, dgemm.baseline.read_text(), small,
+                                    cfg.replace(compare_baseline=True)), measure(p))
+    assert candidate.speedup == first.timing.median / candidate.timing.median
+    assert len(cache) == 0  # shared in the process, never kept
+    monkeypatch.setattr(ev, "BASELINE_FRESH_SECONDS", 0.0)  # too old: timed again
+    again = recent_baseline(dgemm, small, cfg)
+    assert again is not first and again.timing.samples != first.timing.samples
+
+    def disturbed_baseline(*args):
+        o = baseline(*args)
+        o.disturbed = "others held the CPU (as the neighbour check reports it)"
+        return o
+    monkeypatch.setattr(ev, "BASELINE_FRESH_SECONDS", 30.0)
+    monkeypatch.setattr(ev, "_recent", {})
+    monkeypatch.setattr(ev, "baseline", disturbed_baseline)
+    one, two = recent_baseline(dgemm, small, cfg), recent_baseline(dgemm, small, cfg)
+    assert one.disturbed and two.disturbed and one is not two  # never shared
+    monkeypatch.setattr(ev, "baseline", baseline)
+    kept = cfg.replace(use_cache=True)  # with the cache on, the cache keeps it instead
+    assert recent_baseline(dgemm, small, kept) is not recent_baseline(dgemm, small, kept)
+    assert len(cache) == 1
 
 
 def figures(cpu, wall, others, cores=1, steal=0.0):

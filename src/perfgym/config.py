@@ -20,10 +20,12 @@ class EvalConfig:
     threads: int | None = None  # OpenMP threads; None: every core this process may use
     timeout: float = 8.0  # seconds for the whole timed run (as in the online-RL paper)
     compile_timeout: float = 60.0
-    cv_target: float = 0.02
+    # the timed calls end when the median is known to within this (relative half-width of its
+    # 95% confidence interval), or at a cap below
+    median_precision: float = 0.02
     min_samples: int = 5
     max_samples: int = 100
-    max_time: float = 1.0  # seconds of timed calls before giving up on the CV target
+    max_time: float = 1.0  # seconds of timed calls before giving up on the precision
     warmup_min: int = 1
     warmup_time: float = 0.02  # the correctness call before it warms too
     compare_baseline: bool = True  # time the task's naive kernel too, for the speedup

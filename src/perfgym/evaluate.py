@@ -10,6 +10,7 @@ dispatch, the cache and the finish. `evaluate` does all three; executors call th
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from . import machine
@@ -19,8 +20,8 @@ from .config import EvalConfig
 from .outcome import Outcome, Status
 from .tasks import Task
 
-__all__ = ["Prepared", "baseline", "evaluate", "finish", "measure", "ok_message",
-           "outcome_cache", "prepare"]
+__all__ = ["Prepared", "baseline", "baseline_key", "evaluate", "finish", "measure", "ok_message",
+           "outcome_cache", "prepare", "recent_baseline"]
 
 _cache: OutcomeCache | None = None
 
@@ -95,7 +96,7 @@ def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcom
     batch), a one-line message, and cache the result."""
     backend = p.backend or backend_for(p.task)
     if outcome.ok and p.config.compare_baseline and backend.separate_baseline:
-        base = base or baseline(p.task, p.size, p.config)
+        base = base or recent_baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median
             if base.disturbed and not outcome.disturbed:  # the speedup is no better than it
@@ -116,11 +117,46 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
                     config.replace(stage=None, compare_baseline=False, seed=None, profile=()))
 
 
+# Under use_cache=False nothing outlives the process, and no baseline is older than this: the
+# candidates evaluated one after another in a process share a baseline timed in the last
+# BASELINE_FRESH_SECONDS, as a batch shares the one it timed (executors/local.py). Timing it again
+# for every candidate was 47% of a naive dgemm candidate's evaluation (benchmarks/eval_phases.py).
+# A baseline whose timing was disturbed is not shared: the next candidate times its own.
+BASELINE_FRESH_SECONDS = 30.0
+_recent: dict[tuple, tuple[float, Outcome]] = {}  # baseline_key -> (when timed, the baseline)
+_recent_lock = threading.Lock()
+
+
+def baseline_key(task: Task, size: dict[str, int] | None, config: EvalConfig) -> tuple:
+    """What a baseline depends on: the task, the size and the build and timing settings."""
+    size = size or task.default_size
+    return (task.name, task.spec_hash, tuple(sorted(size.items())),
+            config.replace(stage=None, seed=None, profile=(), compare_baseline=False))
+
+
+def recent_baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
+    """`baseline`, shared for BASELINE_FRESH_SECONDS under use_cache=False (see above; with the
+    cache on, the cache keeps it)."""
+    if config.use_cache:
+        return baseline(task, size, config)
+    key = baseline_key(task, size, config)
+    with _recent_lock:
+        when, base = _recent.get(key, (-float("inf"), None))
+    if base is not None and time.monotonic() - when < BASELINE_FRESH_SECONDS:
+        return base
+    base = baseline(task, size, config)
+    if base.ok and not base.disturbed:
+        with _recent_lock:
+            _recent[key] = (time.monotonic(), base)
+    return base
+
+
 def ok_message(o: Outcome) -> str:
     t = o.timing
     parts = [f"{o.gflops:.2f} GFLOP/s" if o.gflops is not None else f"{t.median * 1e3:.3f} ms"]
-    # the stop rule's CV: of the fastest 90% of calls (a rare preemption left out)
-    parts.append(f"median of {len(t.samples)} calls, CV {t.trimmed_cv * 100:.1f}% (fastest 90%)")
+    # the stop rule's figure: how precisely the median is known
+    parts.append(f"median of {len(t.samples)} calls, \u00b1{t.median_halfwidth * 100:.1f}% "
+                 "(95% CI)")
     if o.speedup is not None:
         parts.append(f"{o.speedup:.2f}x naive")
     if o.fraction_of_roofline is not None:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
 class Status(str, enum.Enum):
-    """Where in the pipeline a candidate stopped. Ordered from worst to best (seed 000, eq. 3).
+    """Where in the pipeline a candidate stopped. Ordered from worst to best (the online-RL paper, eq. 3).
 
     HOST_ERROR is no verdict on the candidate: the host failed while evaluating it (an exception
     in a batch, see executors). It sorts first so a multi-size fold that holds one is no verdict
@@ -38,18 +39,53 @@ class Timing:
     minimum: float
     mean: float
     cv: float  # coefficient of variation (stdev / mean) of all samples
-    trimmed_cv: float  # the same without the slowest 10% (rare preemptions); the stop rule
-    converged: bool  # True when the trimmed CV met the target before a cap
+    trimmed_cv: float  # the same without the slowest 10% (rare preemptions)
+    converged: bool  # True when the median's precision met the target before a cap
+    # the stop rule: half the width of the median's 95% confidence interval over the median
+    # (inf below 6 samples; outcomes stored before it was kept have none)
+    median_halfwidth: float = math.inf
 
     @classmethod
-    def from_samples(cls, samples: list[float], warmups: int, cv_target: float) -> "Timing":
+    def from_samples(cls, samples: list[float], warmups: int, precision: float) -> "Timing":
         n = len(samples)
         s = sorted(samples)
         mean = sum(s) / n
-        median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-        trimmed = _cv(s[: n - n // 10])
-        return cls(samples=samples, warmups=warmups, median=median, minimum=s[0], mean=mean,
-                   cv=_cv(s), trimmed_cv=trimmed, converged=trimmed <= cv_target)
+        halfwidth = median_halfwidth(s)
+        return cls(samples=samples, warmups=warmups, median=_median(s), minimum=s[0],
+                   mean=mean, cv=_cv(s), trimmed_cv=_cv(s[: n - n // 10]),
+                   converged=halfwidth <= precision, median_halfwidth=halfwidth)
+
+
+def median_ci_rank(n: int) -> int:
+    """j such that [j-th smallest, j-th largest] of n samples is a 95% confidence interval for
+    the median, whatever their distribution: the largest j with P(Binomial(n, 1/2) < j) <= 2.5%
+    (exact to 100 samples, then the normal approximation); 0 below 6 samples, where none
+    exists. The harness's stop rule computes the same (harness.c, median_ci_rank)."""
+    if n > 100:
+        return int(n / 2 - 0.98 * math.sqrt(n))
+    pmf, below, j = 0.5 ** n, 0.0, 0  # P(B = i), P(B < i)
+    for i in range(n + 1):
+        below += pmf
+        if below > 0.025:
+            break
+        j = i + 1
+        pmf = pmf * (n - i) / (i + 1)
+    return j
+
+
+def median_halfwidth(ordered: list[float]) -> float:
+    """Half the width of the median's 95% confidence interval over the median, of samples in
+    ascending order (inf when there are too few, or the median is not positive)."""
+    n = len(ordered)
+    j, median = median_ci_rank(n), _median(ordered) if ordered else 0.0
+    if j < 1 or not median > 0:
+        return math.inf
+    return (ordered[n - j] - ordered[j - 1]) / 2 / median
+
+
+def _median(s: list[float]) -> float:
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def _cv(xs: list[float]) -> float:

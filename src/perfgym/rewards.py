@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from .outcome import Outcome, Status
 
-# seed 000, eq. 3: penalties by how far down the pipeline a candidate got
+# the online-RL paper, eq. 3: penalties by how far down the pipeline a candidate got
 TIERED_PENALTY = {
     Status.FORMAT_ERROR: -100.0,
     Status.LIBRARY_VIOLATION: -100.0,
@@ -32,13 +32,13 @@ def penalty(o: Outcome, opened: bool = False) -> float:
 
 
 def tiered(group: Sequence[Outcome], opened: bool = False) -> list[float]:
-    """Penalty for failures, GFLOP/s for successes (seed 000 experiment 1)."""
+    """Penalty for failures, GFLOP/s for successes (the online-RL paper, experiment 1)."""
     return [(o.gflops or 0.0) if o.ok else penalty(o, opened) for o in group]
 
 
 def group_normalized(group: Sequence[Outcome], opened: bool = False) -> list[float]:
-    """Penalty for failures, GFLOP/s / best GFLOP/s in the group x 100 for successes (seed 000
-    experiment 2: keeps the signal in stages where absolute performance is low)."""
+    """Penalty for failures, GFLOP/s / best GFLOP/s in the group x 100 for successes (the
+    online-RL paper, experiment 2: keeps the signal in stages where absolute performance is low)."""
     best = max((o.gflops or 0.0 for o in group if o.ok), default=0.0)
     # the ratio first: (g / g) * 100 is exactly 100, 100 * g / g need not be (g = 84.43...)
     return [(100.0 * ((o.gflops or 0.0) / best) if best > 0 else 0.0) if o.ok
@@ -46,7 +46,7 @@ def group_normalized(group: Sequence[Outcome], opened: bool = False) -> list[flo
 
 
 def weighted(group: Sequence[Outcome], opened: bool = False) -> list[float]:
-    """0.4 compiles + 0.4 correct + 0.2 faster than the baseline (seed 001). It has no parse
+    """0.4 compiles + 0.4 correct + 0.2 faster than the baseline (KernelCompare). It has no parse
     term to withhold from an opened answer; an opened answer whose body holds no statement is
     not joined (opening.full_answer), so an empty body never earns "compiles"."""
     compiled_statuses = {Status.TIMEOUT, Status.RUNTIME_ERROR, Status.WRONG_ANSWER, Status.OK}

@@ -187,13 +187,21 @@ def processes_of_uid(uid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        try:  # one read of the status file (called three times per sandboxed command)
+            fd = os.open(f"/proc/{entry}/status", os.O_RDONLY)
+            try:
+                status = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        except OSError:
             continue
-        if int(fields.get("Uid", "-1 ").split()[0]) == uid and not fields.get(
-                "State", "").strip().startswith(("Z", "X")):
+        # the last such line: the process name comes first, and a name is the process's to set
+        uid_at, state_at = status.rfind(b"\nUid:"), status.rfind(b"\nState:")
+        if uid_at < 0 or state_at < 0:
+            continue
+        real_uid = status[uid_at + 5:].split(None, 1)[0]
+        state = status[state_at + 7:].lstrip()[:1]
+        if real_uid.isdigit() and int(real_uid) == uid and state not in (b"Z", b"X"):
             pids.append(int(entry))
     return pids
 
@@ -335,11 +343,13 @@ def expose_path(host_dir: str | Path) -> Path:
 
 def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
         env: dict[str, str] | None = None, expose: list[str | Path] = (),
-        pass_fds: tuple[int, ...] = (), on_start=None) -> RunResult:
+        pass_fds: tuple[int, ...] = (), on_start=None, on_marker=None) -> RunResult:
     """Run `argv` in `workdir` under every isolation layer this host supports. Directories in
     `expose` (e.g. a Python installation under /root) become readable at `expose_path(dir)`.
     `pass_fds` stay open in the command (a channel to talk to it while it runs);
-    `on_start(proc)` is called once it has started (to close the parent's copies of them)."""
+    `on_start(proc)` is called once it has started (to close the parent's copies of them);
+    `on_marker(line)` as each marker line arrives, from the thread that times them (it must
+    return at once)."""
     iso = isolation()
     clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
                  "LC_ALL": "C", "TMPDIR": str(workdir)}
@@ -364,10 +374,10 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
             if namespaces:
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
             return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,
-                              uid, pass_fds, on_start)
+                              uid, pass_fds, on_start, on_marker)
     dies = ["setpriv", *_PDEATHSIG, "--"] if iso.dies_with_driver else []
     return _supervise(dies + _prlimit_args(limits) + argv, workdir, limits, clean_env, None,
-                      pass_fds, on_start)
+                      pass_fds, on_start, on_marker)
 
 
 def _hand_over(workdir: Path, uid: int) -> None:
@@ -380,7 +390,8 @@ def _hand_over(workdir: Path, uid: int) -> None:
 
 
 def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, str],
-               uid: int | None, pass_fds: tuple[int, ...] = (), on_start=None) -> RunResult:
+               uid: int | None, pass_fds: tuple[int, ...] = (), on_start=None,
+               on_marker=None) -> RunResult:
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -388,14 +399,14 @@ def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, st
     with _running_lock:
         _running[proc] = uid
     try:
-        return _watch(proc, start, limits, uid, on_start)
+        return _watch(proc, start, limits, uid, on_start, on_marker)
     finally:
         with _running_lock:
             del _running[proc]
 
 
 def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None,
-           on_start) -> RunResult:
+           on_start, on_marker=None) -> RunResult:
     if on_start is not None:
         on_start(proc)
     kept: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
@@ -419,12 +430,15 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                 if key == "out" and not overflow.is_set():  # (the cap bounds `partial`)
                     partial.extend(chunk)
                     *lines, rest = partial.split(b"\n")
-                    had_markers = bool(markers)
+                    had_markers = len(markers)
                     markers.extend((arrived, line.decode(errors="replace")) for line in lines
                                    if line.startswith(RunResult.MARKER))
                     partial[:] = rest
                     if markers and not had_markers:
                         _time_markers_promptly()
+                    if on_marker is not None:
+                        for _, line in markers[had_markers:]:
+                            on_marker(line)
 
     def _time_markers_promptly() -> None:
         # Markers are timed when this thread reads them, so it must not wait for a CPU behind

@@ -167,6 +167,32 @@ def test_preprocessed_audit_passes_honest_kernels(dgemm, tmp_path, o0):
                                       config.build_flags()) is None
 
 
+def test_the_audit_beside_the_compile_judges_the_file_as_the_compiler_left_it(tmp_path, o0):
+    """The .i is audited while gcc compiles, started by the build's marker. A marker that came
+    before the file was complete (or a forged one) must not let the audit pass a text other
+    than the one compiled: the verdict is for the file as it is once the build is over."""
+    from perfgym.backends.c.build import _PREPROCESSED, _PreprocessedAudit
+    clean = preprocess(HONEST, tmp_path, o0)
+    lifted = preprocess(LIFT + HONEST, tmp_path, o0)
+    path = tmp_path / "candidate.i"
+    for early, final in ((clean, lifted), ("", lifted), (lifted, clean)):
+        path.write_text(early)
+        audit = _PreprocessedAudit(path, "gcc", o0.build_flags())
+        audit.on_marker(_PREPROCESSED)  # too early: the file changes after it
+        audit.done.wait()
+        path.write_text(final)
+        audit.stop()
+        expected = audit_preprocessed(final, "gcc", o0.build_flags())
+        assert audit.verdict() == expected
+        assert (expected is None) == (final is clean)
+    # no marker at all (gcc -E failed, or the line never came): the file is audited at the end
+    path.write_text(lifted)
+    audit = _PreprocessedAudit(path, "gcc", o0.build_flags())
+    audit.on_marker("@something else")
+    audit.stop()
+    assert HARNESS_OWNS in audit.verdict()
+
+
 # ---- the source check's reading of directives ---------------------------------------------------
 
 SYSTEM = "/usr/include/stdlib.h"

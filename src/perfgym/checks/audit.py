@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .source import FLAG_PRAGMA, RAW_STRING, flag_attributes, flags_reason
+from .source import FLAG_PRAGMA, flag_attributes, flags_reason, has_raw_string, search_word_start
 
 ALLOWED_CALLS = frozenset("""
 malloc calloc realloc free aligned_alloc posix_memalign memalign _mm_malloc _mm_free
@@ -51,7 +51,8 @@ _FORBIDDEN_MNEMONICS = frozenset({"syscall", "sysenter", "int", "int3", "into", 
                                   "rdpmc", "wrfsbase", "wrgsbase", "svc", "mrs"})
 
 
-_FRAME_BUILTINS = re.compile(r"\b(__builtin_(?:return_address|frame_address|extract_return_addr|"
+# (searched with search_word_start, which supplies the leading \b)
+_FRAME_BUILTINS = re.compile(r"(__builtin_(?:return_address|frame_address|extract_return_addr|"
                              r"dwarf_cfa|stack_save|eh_return|unwind_init|longjmp|setjmp))\b")
 
 
@@ -75,14 +76,14 @@ def audit_preprocessed(text: str, compiler: str = "gcc", flags: list[str] | tupl
     if reason:
         return reason
     shown = " ".join(f for f in flags if f.startswith(("-O", "-m")))
-    if RAW_STRING.search(text):  # may span lines and fake a line marker for this reader
+    if has_raw_string(text):  # may span lines and fake a line marker for this reader
         return 'raw string literals (R"(...)") are not allowed in a kernel'
     # The system headers set their own target pragmas and attributes: only those really
     # written on that line of the header are theirs. Any other came from the kernel, maybe
     # from its macros expanding inside a header (where a pragma lasts past the header's end,
     # and a whole O3 function can be defined).
     for path, number, line in lines:
-        if (m := FLAG_PRAGMA.match(line)) and not (path and _header_has(path, number, line)):
+        if "pragma" in line and (m := FLAG_PRAGMA.match(line)) and not (path and _header_has(path, number, line)):
             return flags_reason("#pragma " + " ".join(m.group(1).split()), shown)
     starts, offset = [], 0
     for _, _, line in lines:
@@ -92,7 +93,7 @@ def audit_preprocessed(text: str, compiler: str = "gcc", flags: list[str] | tupl
         path, number, _ = lines[bisect_right(starts, at) - 1]
         if not (path and _header_spells(path, number, name)):
             return flags_reason(f"the {name.strip('_')} attribute", shown)
-    if m := _FRAME_BUILTINS.search(text):
+    if m := search_word_start(_FRAME_BUILTINS, text):
         return f"{m.group(1)} is not allowed in a kernel (it exposes the caller's frames)"
     return None
 
@@ -105,13 +106,14 @@ def lines_by_file(text: str, system_dirs: tuple[str, ...]
     out: list[tuple[str | None, int, str]] = []
     stack: list[str] = []  # the include stack, innermost last
     number, echoed, started = 0, False, False
+    header = None  # the system header the lines come from, None for the kernel's own
     for i, line in enumerate(text.split("\n")):
-        m = _LINEMARKER.match(line)
+        # (the cheap test first: a 60,000-line header dump has a few thousand markers)
+        m = _LINEMARKER.match(line) if line.startswith("# ") else None
         if not m:
-            top = stack[-1] if stack else ""
-            out.append((top if _is_system(top, system_dirs) else None, number, line))
+            out.append((header, number, line))
             number += 1
-            echoed = bool(_INCLUDE_ECHO.match(line))
+            echoed = line.startswith("#") and bool(_INCLUDE_ECHO.match(line))
             continue
         name, marker_flags = m.group(2), m.group(3).split()
         system = _is_system(name, system_dirs)
@@ -136,6 +138,8 @@ def lines_by_file(text: str, system_dirs: tuple[str, ...]
                              f"{_NO_DIRECTIVES}")
             stack[-1:] = [name]
         number = int(m.group(1))
+        top = stack[-1] if stack else ""
+        header = top if _is_system(top, system_dirs) else None
     return out, None
 
 

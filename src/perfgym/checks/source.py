@@ -56,7 +56,12 @@ _FLAG_PRAGMA_NAMES = (r"(GCC\s+(?:optimize|target|push_options|pop_options|reset
 FLAG_PRAGMA = re.compile(r"^[^\S\n]*(?:#|%:)[^\S\n]*pragma[^\S\n]+" + _FLAG_PRAGMA_NAMES, re.M)
 _FLAG_PRAGMA_OPERATOR = re.compile(r"\b_Pragma\s*\(\s*(?:u8|u|U|L)?\"\s*" + _FLAG_PRAGMA_NAMES)
 FLAG_ATTRIBUTES = frozenset({"optimize", "target", "target_clones", "target_version"})
-_ATTRIBUTE_OPEN = re.compile(r"\b__attribute(?:__)?\s*\(\s*\(|\[\s*\[")  # GNU and C23 forms
+# The two forms of an attribute list's opening, GNU and C23. Each is searched from its literal
+# first characters (Python's re skips ahead to those; a leading \b or lookbehind makes it try
+# every position, 10x slower on the 60,000 lines an intrinsics header preprocesses to).
+_GNU_ATTRIBUTE_OPEN = re.compile(r"__attribute(?:__)?\s*\(\s*\(")
+_C23_ATTRIBUTE_OPEN = re.compile(r"\[\s*\[")
+_WORD = re.compile(r"\w")
 _BRACKET_OR_FLAG_NAME = re.compile(
     r"[()\[\]]|(?<!\w)_*(?:" + "|".join(sorted(FLAG_ATTRIBUTES, key=len, reverse=True)) + r")_*(?!\w)")
 # (an unterminated literal runs to the end of its line, as gcc reads it)
@@ -75,6 +80,29 @@ _LINE_DIRECTIVE = re.compile(
 # Raw strings may span lines, so they can hide a directive from a comment stripper and fake a
 # line marker in the preprocessed source; a kernel has no use for them.
 RAW_STRING = re.compile(r"(?<!\w)(?:u8|u|U|L)?R\"[^\s()\\]{0,16}\(")
+_RAW_STRING_BODY = re.compile(r"R\"[^\s()\\]{0,16}\(")  # its literal part, found first
+
+
+def search_word_start(pattern: re.Pattern, text: str, pos: int = 0) -> re.Match | None:
+    """pattern.search(text) for a match that no word character precedes (what a leading \\b
+    before a word, or (?<!\\w), asks), with `pattern` starting on its literal part: found
+    by the fast literal search, then the character before it checked."""
+    while m := pattern.search(text, pos):
+        if m.start() == 0 or not _WORD.match(text, m.start() - 1):
+            return m
+        pos = m.start() + 1
+    return None
+
+
+def has_raw_string(text: str) -> bool:
+    """RAW_STRING.search(text) is not None, with the literal R"...( found first."""
+    pos = 0
+    while m := _RAW_STRING_BODY.search(text, pos):
+        # the optional prefix (u8, u, U, L) starts up to two characters before the R
+        if any(RAW_STRING.match(text, at) for at in range(max(0, m.start() - 2), m.start() + 1)):
+            return True
+        pos = m.start() + 1
+    return False
 
 
 def check_source(code: str, extra_forbidden: tuple[str, ...] = (),
@@ -82,7 +110,7 @@ def check_source(code: str, extra_forbidden: tuple[str, ...] = (),
     """None when the source obeys the library rules, else a one-line reason."""
     joined = _SPLICE.sub("", code.replace("\r\n", "\n").replace("\r", "\n"))
     logical = strip_comments(joined)
-    if RAW_STRING.search(logical):
+    if has_raw_string(logical):
         return 'raw string literals (R"(...)") are not allowed in a kernel'
     if _LINE_DIRECTIVE.search(joined):
         return ("line directives (#line, # N \"file\") are not allowed in a kernel: they would "
@@ -131,27 +159,43 @@ def flag_attributes(code: str) -> Iterator[tuple[int, str]]:
     compiler flags: __attribute__((optimize("O3"))), [[gnu::target("avx2")]], __optimize__..."""
     blank = lambda m: " " * len(m.group())  # noqa: E731  (offsets must not move)
     code = _LITERAL.sub(blank, code).replace("<:", "[ ").replace(":>", " ]")  # <:<: is [[
-    lists = {m.end() - 1 for m in _ATTRIBUTE_OPEN.finditer(code)}  # each attribute list's bracket
-    if not lists:
-        return
-    # One pass over the brackets (each kind matched on its own, as the compiler's reader does)
-    # and the names: a name belongs to an attribute list, not to an argument inside it, when the
-    # innermost open bracket around it is the list's own ('(' of __attribute__((...)), or '[' of
-    # [[...]] with no '(' opened inside it).
-    rounds: list[int] = []
-    squares: list[int] = []
-    for m in _BRACKET_OR_FLAG_NAME.finditer(code):
-        token = m.group()
-        if token in "([":
-            (rounds if token == "(" else squares).append(m.start())
-        elif token in ")]":
-            if stack := rounds if token == ")" else squares:
-                stack.pop()
-        else:
-            round_ = rounds[-1] if rounds else -1
-            square = squares[-1] if squares else -1
-            if round_ in lists or (square in lists and round_ < square):
-                yield m.start(), token
+    # each attribute list's bracket (the GNU form's \b checked by search_word_start)
+    lists = {m.end() - 1 for m in _C23_ATTRIBUTE_OPEN.finditer(code)}
+    pos = 0
+    while m := search_word_start(_GNU_ATTRIBUTE_OPEN, code, pos):
+        lists.add(m.end() - 1)
+        pos = m.end()
+    # The brackets (each kind matched on its own, as the compiler's reader does) and the names:
+    # a name belongs to an attribute list, not to an argument inside it, when the innermost open
+    # bracket around it is the list's own ('(' of __attribute__((...)), or '[' of [[...]] with
+    # no '(' opened inside it). Only the stretches where a list is open are read, each from its
+    # first list's bracket until no list is open: a bracket opened before a stretch is never a
+    # list's, so it decides nothing inside (an unmatched closer there pops nothing here, where
+    # reading from the file's start would pop a bracket that makes no difference either).
+    end = 0
+    for start in sorted(lists):
+        if start < end:  # read with the stretch before
+            continue
+        rounds: list[int] = []
+        squares: list[int] = []
+        open_lists = 0
+        end = len(code)
+        for m in _BRACKET_OR_FLAG_NAME.finditer(code, start):
+            token = m.group()
+            if token in "([":
+                (rounds if token == "(" else squares).append(m.start())
+                open_lists += m.start() in lists
+            elif token in ")]":
+                if stack := rounds if token == ")" else squares:
+                    open_lists -= stack.pop() in lists
+                if not open_lists:
+                    end = m.end()
+                    break
+            else:
+                round_ = rounds[-1] if rounds else -1
+                square = squares[-1] if squares else -1
+                if round_ in lists or (square in lists and round_ < square):
+                    yield m.start(), token
 
 
 def flags_reason(construct: str, flags: str = "") -> str:

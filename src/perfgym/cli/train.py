@@ -131,7 +131,7 @@ def train_sft(
     warmup_steps: int = typer.Option(100),
     max_steps: int = typer.Option(-1, help="> 0 overrides epochs"),
 ) -> None:
-    """SFT with LoRA on slow/fast pairs (seed 001 defaults)."""
+    """SFT with LoRA on slow/fast pairs (KernelCompare's defaults)."""
     _train_extra()
     from ..train import sft
     if not pairs.is_file():

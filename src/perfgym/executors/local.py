@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
 from ..backends import backend_for
-from ..evaluate import Prepared, baseline, finish, measure, prepare
+from ..evaluate import Prepared, baseline_key, finish, measure, prepare, recent_baseline
 from ..outcome import Outcome, Status
 from ..tasks import Task, TaskError
 
@@ -46,13 +46,12 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         return []
     workers = workers or len(os.sched_getaffinity(0))
     # Baselines first, once per (task, size, config): every speedup needs one, and under
-    # use_cache=False the batch shares the one it timed (no re-timing per candidate).
+    # use_cache=False the batch shares the one it timed, or one timed in the last seconds
+    # (evaluate.recent_baseline): no re-timing per candidate.
     bases: dict[tuple, Outcome] = {}
 
     def base_key(r: Request) -> tuple:
-        size = r.size or r.task.default_size
-        return (r.task.name, r.task.spec_hash, tuple(sorted(size.items())),
-                r.config.replace(stage=None, seed=None, profile=()))
+        return baseline_key(r.task, r.size, r.config)
 
     for r in requests:
         key = base_key(r)
@@ -60,7 +59,7 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         if r.config.compare_baseline and backend_for(r.task).separate_baseline \
                 and key not in bases:
             try:
-                bases[key] = baseline(r.task, r.size or r.task.default_size, r.config)
+                bases[key] = recent_baseline(r.task, r.size or r.task.default_size, r.config)
             except Exception:  # each of its requests meets it again in `finish`, recorded there
                 pass
 

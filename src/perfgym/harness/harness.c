@@ -10,10 +10,11 @@
  * set 1 and saves its outputs, so the parent can reject a wrong answer before paying for the
  * timing loop (the full run repeats and verifies that call too). Otherwise the harness:
  *   1. calls the kernel on set 1 once (correctness), saving the outputs;
- *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the coefficient of
- *      variation is under target or a cap is hit. Before every timed call one element of each
- *      perturbable input changes and the outputs are poisoned, so no call can reuse an earlier
- *      answer; the state of one secretly chosen call and of the last call is kept for checking;
+ *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the median is known
+ *      precisely enough (its 95% confidence interval within the target) or a cap is hit.
+ *      Before every timed call one element of each perturbable input changes and the outputs
+ *      are poisoned, so no call can reuse an earlier answer; the state of one secretly chosen
+ *      call and of the last call is kept for checking;
  *   3. calls the kernel on set 2 (different values, different buffers) and saves the outputs.
  * After every call it checks that inputs are unchanged and that nothing was written just before
  * or after any array. Arrays sit against PROT_NONE guard pages; the bytes between an array's end
@@ -271,19 +272,33 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* CV of the fastest 90% of the samples: a rare preemption must not hold the loop open. */
-static double trimmed_cv(const double *x, int n) {
+/* The stop rule: half the width of the median's 95% confidence interval over the median. The
+ * interval is [j-th smallest, j-th largest] with j the largest rank for which
+ * P(Binomial(n, 1/2) < j) <= 2.5%: it holds whatever the distribution of the calls (a rare
+ * preemption moves it by one rank at most). Exact to 100 samples, then the normal
+ * approximation; INFINITY below 6 samples, where no such interval exists. The same as
+ * perfgym.outcome.median_halfwidth, which recomputes it from the samples the parent charges. */
+static int median_ci_rank(int n) {
+    if (n > 100) return (int)((double)n / 2 - 0.98 * sqrt((double)n));
+    double pmf = ldexp(1.0, -n), below = 0; /* P(B = i), P(B < i) */
+    int j = 0;
+    for (int i = 0; i <= n; i++) {
+        below += pmf;
+        if (below > 0.025) break;
+        j = i + 1;
+        pmf = pmf * (double)(n - i) / (double)(i + 1);
+    }
+    return j;
+}
+
+static double median_halfwidth(const double *x, int n) {
     static double sorted[MAX_SAMPLES];
+    int j = median_ci_rank(n);
+    if (j < 1) return INFINITY;
     memcpy(sorted, x, sizeof(double) * (size_t)n);
     qsort(sorted, (size_t)n, sizeof(double), cmp_double);
-    n -= n / 10;
-    if (n < 2) return INFINITY;
-    double mean = 0, var = 0;
-    for (int i = 0; i < n; i++) mean += sorted[i];
-    mean /= n;
-    for (int i = 0; i < n; i++) var += (sorted[i] - mean) * (sorted[i] - mean);
-    var /= (n - 1);
-    return mean > 0 ? sqrt(var) / mean : INFINITY;
+    double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    return median > 0 ? (sorted[n - j] - sorted[j - 1]) / 2 / median : INFINITY;
 }
 
 int main(int argc, char **argv) {
@@ -293,10 +308,10 @@ int main(int argc, char **argv) {
     if (!m) die("cannot open manifest");
     unsigned long long seed;
     int warm_min, s_min, s_max;
-    double warm_sec, t_max, cv_target;
+    double warm_sec, t_max, precision;
     if (fscanf(m, " seed %llu", &seed) != 1) die("manifest: seed");
     if (fscanf(m, " warmup %d %lf", &warm_min, &warm_sec) != 2) die("manifest: warmup");
-    if (fscanf(m, " samples %d %d %lf %lf", &s_min, &s_max, &t_max, &cv_target) != 4)
+    if (fscanf(m, " samples %d %d %lf %lf", &s_min, &s_max, &t_max, &precision) != 4)
         die("manifest: samples");
     if (s_min < 1) s_min = 1;
     if (s_max > MAX_SAMPLES) s_max = MAX_SAMPLES;
@@ -373,7 +388,7 @@ int main(int argc, char **argv) {
         dry[d] = t_call;
         check_call(0, "dry round:", 0);
         mark('c', d + 1, t_call);
-        volatile double stop_test = (now() - t_loop) + trimmed_cv(dry, d + 1);
+        volatile double stop_test = (now() - t_loop) + median_halfwidth(dry, d + 1);
         (void)stop_test;
     }
     /* The dry rounds perturbed set 1: reload it, so the first call sees what the parent holds. */
@@ -424,7 +439,7 @@ int main(int argc, char **argv) {
         mark('t', n, -1);
         double spent = now() - t_loop;
         if (n >= s_max) break;
-        if (n >= s_min && trimmed_cv(samples, n) <= cv_target) break;
+        if (n >= s_min && median_halfwidth(samples, n) <= precision) break;
         if (n > chosen && spent >= t_max && (n >= 3 || spent >= 3 * t_max)) break;
     }
     check_call(0, "timed call:", 1);

@@ -49,7 +49,7 @@ class GRPOSettings:
     groups_per_step: int = 1  # prompts per step; the batch is groups_per_step * G
     fixed_prompts: int = 8
     learning_rate: float = 5e-7
-    beta: float = 0.0  # KL coefficient; 0 leaves exploration unconstrained (seed 000)
+    beta: float = 0.0  # KL coefficient; 0 leaves exploration unconstrained (the online-RL paper)
     epsilon: float = 0.2  # clip range
     loss_type: str = "grpo"
     max_completion_length: int = 1024
@@ -59,7 +59,7 @@ class GRPOSettings:
     min_p: float = 0.0  # 0: off
     # No repetition penalty here: GRPO's loss takes its log-probabilities from the model's own
     # distribution, and a penalized sampler draws from another one (off-policy samples).
-    reward: str = "tiered"  # sqd mode: group_normalized (seed 000 experiment 2)
+    reward: str = "tiered"  # sqd mode: group_normalized (the online-RL paper, experiment 2)
     opt: str = "O3"
     stage: int | None = None  # fixed mode: stage rules for every prompt
     lora: bool = False

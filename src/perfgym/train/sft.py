@@ -1,5 +1,5 @@
-"""SFT with LoRA on slow/fast pairs (seed 001): the model learns to produce the fast kernel
-given the slow one. TRL's SFTTrainer with a peft LoRA adapter; the defaults are seed 001's."""
+"""SFT with LoRA on slow/fast pairs (KernelCompare): the model learns to produce the fast kernel
+given the slow one. TRL's SFTTrainer with a peft LoRA adapter; the defaults are KernelCompare's."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -94,7 +94,7 @@ def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
     import math
     steps = settings.max_steps if settings.max_steps > 0 else math.ceil(
         len(rows) / settings.batch_size) * math.ceil(settings.epochs)
-    # seed 001's 100 warm-up steps assume thousands of pairs; on a small set they would be the
+    # KernelCompare's 100 warm-up steps assume thousands of pairs; on a small set they would be the
     # whole run, so warm-up is held to a tenth of the optimizer steps
     warmup = min(settings.warmup_steps, steps // 10)
     config = SFTConfig(

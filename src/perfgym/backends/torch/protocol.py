@@ -250,8 +250,8 @@ def _timed_outcome(timings: list[TimingResult], config, device, flags, shrunk,
         new_t, ref_t = float(np.mean(timing.new)), float(np.mean(timing.ref))
     else:
         new_t, ref_t = float(np.median(timing.new)), float(np.median(timing.ref))
-    new = Timing.from_samples(timing.new, 1, config.cv_target)
-    ref = Timing.from_samples(timing.ref, 1, config.cv_target)
+    new = Timing.from_samples(timing.new, 1, config.median_precision)
+    ref = Timing.from_samples(timing.ref, 1, config.median_precision)
     speedup = ref_t / new_t if new_t > 0 else math.inf
     lows = [speedup_lower_bound(t.ref, t.new) for t in timings]
     low = min(lows)

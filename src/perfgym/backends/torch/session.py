@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...config import EvalConfig
+from ...outcome import median_halfwidth
 from .tolerance import Judge, judge_for, mismatches
 from .channel import Tensor, Worker, WorkerDied, parse_metas
 
@@ -247,7 +248,7 @@ class Session:
             if rounds >= max_samples:
                 break
             if (rounds >= min_samples and not self.kernelbench
-                    and _trimmed_cv(cand_s.worker) <= policy.cv_target):
+                    and median_halfwidth(sorted(cand_s.worker)) <= policy.median_precision):
                 break
             if (time.monotonic() - started > policy.max_time and rounds >= 3
                     and not self.kernelbench):
@@ -314,15 +315,6 @@ def _where(i: int, want: Tensor, first: int, value: float, bad: int, judge: Judg
     index = [int(k) for k in np.unravel_index(first, want.shape)] if want.shape else []
     return (f"output {i}{index} = {value:.6g} but the reference gives {float(ref[first]):.6g} "
             f"({bad} of {ref.size} elements off; {judge.describe()})")
-
-
-def _trimmed_cv(samples: list[float]) -> float:
-    s = sorted(samples)[: len(samples) - len(samples) // 10]
-    if len(s) < 2 or s[0] != s[0]:
-        return math.inf
-    mean = sum(s) / len(s)
-    return math.sqrt(sum((x - mean) ** 2 for x in s) / (len(s) - 1)) / mean if mean > 0 \
-        else math.inf
 
 
 @dataclass
