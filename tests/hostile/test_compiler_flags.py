@@ -245,3 +245,56 @@ def test_flag_constructs_are_named(code, fragment):
 ])
 def test_honest_code_passes(code):
     assert check_source(code + HONEST) is None
+
+
+# ---- the fast readings against plain ones -----------------------------------------------------
+
+def _every_bracket_oracle(code: str):
+    """flag_attributes as first written: every bracket of the file on two stacks (slow on a
+    60,000-line header dump, plain to check). The real one reads only where a list is open."""
+    import re
+
+    from perfgym.checks import source
+    code = source._LITERAL.sub(lambda m: " " * len(m.group()), code)
+    code = code.replace("<:", "[ ").replace(":>", " ]")
+    lists = {m.end() - 1 for m in re.finditer(r"\b__attribute(?:__)?\s*\(\s*\(|\[\s*\[", code)}
+    rounds, squares = [], []
+    for m in source._BRACKET_OR_FLAG_NAME.finditer(code):
+        token = m.group()
+        if token in "([":
+            (rounds if token == "(" else squares).append(m.start())
+        elif token in ")]":
+            if stack := rounds if token == ")" else squares:
+                stack.pop()
+        elif ((rounds[-1] if rounds else -1) in lists
+              or ((squares[-1] if squares else -1) in lists
+                  and (rounds[-1] if rounds else -1) < squares[-1])):
+            yield m.start(), token
+
+
+def test_fast_readings_agree_with_plain_ones_on_random_text():
+    """The audit of the .i reads 60,000 lines per intrinsics header: its readings are made
+    fast (literal-first searches; brackets read only where an attribute list is open). On
+    random soups of the tokens that matter they agree with the plain readings exactly."""
+    import random
+    import re
+
+    from perfgym.checks import audit, source
+    atoms = ["(", ")", "[", "]", "[[", "]]", "((", "))", "__attribute__((", "__attribute((",
+             "__attribute__ ((", "x__attribute__((", "target", "__target__", "optimize",
+             "_optimize_", "target_clones", "xtarget", "target_version", "gnu::", " ", "\n", ",",
+             '"', "'", '"a(b"', "'('", "<:", ":>", "R\"(", "uR\"x(", "u8R\"(", "LR\"", "aR\"(",
+             "_R\"(", "__builtin_setjmp", "x__builtin_setjmp", "__builtin_return_address",
+             "___builtin_frame_address", "__builtin_return_addressx"]
+    frame = re.compile(r"\b" + audit._FRAME_BUILTINS.pattern)
+    rnd, found = random.Random(5), 0
+    for _ in range(20000):
+        code = "".join(rnd.choice(atoms) for _ in range(rnd.randint(1, 25)))
+        expected = list(_every_bracket_oracle(code))
+        assert list(source.flag_attributes(code)) == expected, code
+        assert source.has_raw_string(code) == bool(source.RAW_STRING.search(code)), code
+        plain = frame.search(code)
+        fast = source.search_word_start(audit._FRAME_BUILTINS, code)
+        assert (plain and plain.group(1)) == (fast and fast.group(1)), code
+        found += bool(expected)
+    assert found > 500  # the soups do hold attributes
