@@ -4,7 +4,8 @@
 
 Prints:
   * distinct dgemm-256 candidates evaluated per minute (cache off, builds in parallel, timing
-    in the exclusive lane), with the default timing policy;
+    in the exclusive lane), with the default timing policy, and the share of that batch's
+    wall time in which the timing lane was idle (no kernel being timed);
   * perfgym's wall time per candidate over the floor: plain `gcc` of the same file with a bare
     driver that calls the kernel as many times as perfgym did, plus running it once;
   * the CV of the median kernel time over repeated evaluations of one kernel;
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from perfgym import EvalConfig, evaluate, get_task
 from perfgym.executors import Request, evaluate_many
+from perfgym.lane import LANE
 
 FLOOR_DRIVER = r"""
 #include <stdio.h>
@@ -72,12 +74,15 @@ def main() -> None:
     naive, expert = task.baseline.read_text(), task.expert.read_text()
     evaluate(task, naive, None, cfg.replace(use_cache=True))  # baseline + machine, once
 
-    # 1. throughput over distinct candidates (half naive, half expert)
+    # 1. throughput over distinct candidates (half naive, half expert), and how much of the
+    # batch the timing lane was idle (no kernel being timed: builds and checks only)
     texts = variants(naive, args.candidates // 2) + variants(expert, args.candidates -
                                                              args.candidates // 2)
+    held = LANE.exclusive_seconds
     start = time.perf_counter()
     outs = evaluate_many([Request(task, t, None, cfg) for t in texts])
     batch = time.perf_counter() - start
+    lane_idle = 1 - (LANE.exclusive_seconds - held) / batch
     assert all(o.ok for o in outs), [o.message for o in outs if not o.ok]
     per_minute = len(texts) / batch * 60
 
@@ -117,13 +122,15 @@ def main() -> None:
             costs[f"{name}, check {'on' if check_first else 'off'}"] = statistics.median(walls)
 
     result = {"candidates": len(texts), "batch_seconds": batch, "candidates_per_minute": per_minute,
+              "lane_idle_share": lane_idle,
               "overhead": ratios, "repeat_cv": cvs, "repeats": args.repeats,
               "seconds_per_candidate": costs}
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"throughput: {per_minute:.1f} distinct dgemm-256 candidates/minute "
-          f"({len(texts)} in {batch:.1f} s, cache off)")
+          f"({len(texts)} in {batch:.1f} s, cache off; the timing lane idle "
+          f"{lane_idle:.0%} of it)")
     for name, r in ratios.items():
         print(f"overhead ({name}): perfgym {r['perfgym_s']:.3f} s vs floor {r['floor_s']:.3f} s "
               f"per candidate -> ratio {r['ratio']:.2f}")

@@ -48,6 +48,8 @@ def test_halfwidth_of_known_samples():
     assert median_halfwidth([0.0] * 10) == math.inf
     assert Timing.from_samples(s, 1, 0.02).converged is False
     assert Timing.from_samples(s, 1, 0.03).converged is True
+    few = Timing.from_samples([1.0] * 5, 1, 0.02)  # kept as None: an Outcome is strict JSON
+    assert few.median_halfwidth is None and not few.converged
 
 
 def test_the_harness_stops_where_the_rule_says(dgemm, fast):

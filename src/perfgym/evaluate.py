@@ -155,8 +155,9 @@ def ok_message(o: Outcome) -> str:
     t = o.timing
     parts = [f"{o.gflops:.2f} GFLOP/s" if o.gflops is not None else f"{t.median * 1e3:.3f} ms"]
     # the stop rule's figure: how precisely the median is known
-    parts.append(f"median of {len(t.samples)} calls, \u00b1{t.median_halfwidth * 100:.1f}% "
-                 "(95% CI)")
+    parts.append(f"median of {len(t.samples)} calls, " + (
+        f"\u00b1{t.median_halfwidth * 100:.1f}% (95% CI)" if t.median_halfwidth is not None
+        else "too few for a 95% CI"))
     if o.speedup is not None:
         parts.append(f"{o.speedup:.2f}x naive")
     if o.fraction_of_roofline is not None:

@@ -12,6 +12,7 @@ import fcntl
 import os
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -29,6 +30,7 @@ class Lane:
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
+        self.exclusive_seconds = 0.0  # held exclusive so far (the timing lane's busy time)
 
     @contextmanager
     def shared(self) -> Iterator[None]:
@@ -52,11 +54,15 @@ class Lane:
                 self._cond.wait()
             self._writers_waiting -= 1
             self._writer = True
+        held = None
         try:
             with _flock(fcntl.LOCK_EX):
+                held = time.monotonic()
                 yield
         finally:
             with self._cond:
+                if held is not None:
+                    self.exclusive_seconds += time.monotonic() - held
                 self._writer = False
                 self._cond.notify_all()
 

@@ -42,8 +42,8 @@ class Timing:
     trimmed_cv: float  # the same without the slowest 10% (rare preemptions)
     converged: bool  # True when the median's precision met the target before a cap
     # the stop rule: half the width of the median's 95% confidence interval over the median
-    # (inf below 6 samples; outcomes stored before it was kept have none)
-    median_halfwidth: float = math.inf
+    # (None below 6 samples, where there is none, and in outcomes stored before it was kept)
+    median_halfwidth: float | None = None
 
     @classmethod
     def from_samples(cls, samples: list[float], warmups: int, precision: float) -> "Timing":
@@ -51,9 +51,11 @@ class Timing:
         s = sorted(samples)
         mean = sum(s) / n
         halfwidth = median_halfwidth(s)
+        known = math.isfinite(halfwidth)  # (no inf in an Outcome: strict JSON has none)
         return cls(samples=samples, warmups=warmups, median=_median(s), minimum=s[0],
                    mean=mean, cv=_cv(s), trimmed_cv=_cv(s[: n - n // 10]),
-                   converged=halfwidth <= precision, median_halfwidth=halfwidth)
+                   converged=halfwidth <= precision,
+                   median_halfwidth=halfwidth if known else None)
 
 
 def median_ci_rank(n: int) -> int:

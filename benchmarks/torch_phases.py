@@ -1,0 +1,153 @@
+"""Where a PyTorch candidate's evaluation time goes: each phase of one KernelBench-format
+candidate on this CPU, measured, not estimated.
+
+    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--json OUT]
+
+The candidate is the task's own solution (tasks/builtin_gpu/solutions), evaluated with the cache
+off and a fixed 10 timed rounds (as benchmarks/torch_isolation_cost.py), one at a time. Every
+phase is timed by wrapping the function that does it for the length of the run (perfgym is
+unchanged): the static checks, launching each of the three workers (problem, reference,
+candidate: a sandboxed Python each), the wait until the problem worker and then the other two
+have imported torch and loaded their code, the correctness trials, the kernel-evidence check,
+the timed rounds and closing the workers. Within those, the time spent moving bytes over the
+pipes is counted too, and the timed rounds are split into the workers' own call times and the
+rest. On a CPU a candidate faster than the reference is timed in up to three sessions
+(protocol.CPU_REPLICATES), each with fresh workers: the phases add up over them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+SAMPLES = 10
+
+# (module, owner class or None, attribute, phase)
+WRAPPED = [
+    ("perfgym.backends.torch", None, "check_statically", "static checks (AST audit)"),
+    ("perfgym.backends.torch.channel", "Worker", "__init__", "worker launch (3 per session)"),
+    ("perfgym.backends.torch.session", "Session", "problem_ready",
+     "problem worker: start, import torch, build the model"),
+    ("perfgym.backends.torch.session", "Session", "ready",
+     "reference and candidate workers: start, import torch, load"),
+    ("perfgym.backends.torch.session", "Session", "correctness", "correctness trials"),
+    ("perfgym.backends.torch.session", "Session", "require_own_kernels",
+     "kernel evidence (the candidate ran its own kernels)"),
+    ("perfgym.backends.torch.channel", "Worker", "close", "closing the workers"),
+]
+# counted wherever they happen (inside the phases above)
+PIPE = [("perfgym.backends.torch.channel", "Worker", "_write"),
+        ("perfgym.backends.torch.channel", "Worker", "_read_into")]
+PIPE_LABEL = "within them: bytes over the pipes (both ways)"
+TIMED = "timed rounds"
+CALLS = "within the timed rounds: the calls themselves (both workers' clocks)"
+
+
+def timed_rounds(fn, phases):
+    """Session.time, adding up the calls' own seconds (charged, both models) of each session."""
+    def timed(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        with phases.lock:
+            phases.seconds[CALLS] += sum(result.new) + sum(result.ref)
+        return result
+    return timed
+
+
+class Phases:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.local = threading.local()
+        self.lock = threading.Lock()
+
+    def wrap(self, fn, label, nested: bool = False):
+        def timed(*args, **kwargs):
+            if not nested and getattr(self.local, "depth", 0):
+                return fn(*args, **kwargs)
+            if not nested:
+                self.local.depth = 1
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.seconds[label] += time.perf_counter() - start
+                if not nested:
+                    self.local.depth = 0
+        return timed
+
+
+@contextmanager
+def recording(phases: Phases):
+    import importlib
+    with ExitStack() as undo:
+        def patch(owner, name, value):
+            old = getattr(owner, name)
+            setattr(owner, name, value)
+            undo.callback(setattr, owner, name, old)
+        for module, cls, attr, label in WRAPPED:
+            owner = importlib.import_module(module)
+            owner = getattr(owner, cls) if cls else owner
+            patch(owner, attr, phases.wrap(getattr(owner, attr), label))
+        session = importlib.import_module("perfgym.backends.torch.session").Session
+        patch(session, "time", phases.wrap(timed_rounds(session.time, phases), TIMED))
+        for module, cls, attr in PIPE:
+            owner = getattr(importlib.import_module(module), cls)
+            patch(owner, attr, phases.wrap(getattr(owner, attr), PIPE_LABEL, nested=True))
+        yield
+
+
+def breakdown(task, code: str, config) -> tuple[dict[str, float], float, object]:
+    from perfgym import evaluate
+    phases = Phases()
+    with recording(phases):
+        start = time.perf_counter()
+        outcome = evaluate(task, code, None, config)
+        total = time.perf_counter() - start
+    seconds = dict(phases.seconds)
+    outside = sum(v for k, v in seconds.items() if not k.startswith("within"))
+    seconds["other (verdict, cleanup, sessions' bookkeeping)"] = max(total - outside, 0.0)
+    return seconds, total, outcome
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default="relu", help="a built-in PyTorch task")
+    ap.add_argument("--repeats", type=int, default=3, help="evaluations (medians)")
+    ap.add_argument("--json", default=None, help="write the figures here too")
+    args = ap.parse_args()
+
+    from perfgym import EvalConfig, get_task
+    task = get_task(args.task)
+    if getattr(task, "expert", None) is None or task.language != "torch":
+        sys.exit(f"{args.task}: not a built-in PyTorch task with a solution (relu, softmax, ...)")
+    code = task.expert.read_text()
+    config = EvalConfig(use_cache=False, device="cpu", min_samples=SAMPLES,
+                        max_samples=SAMPLES, max_time=60, median_precision=0.0)
+    runs, totals = [], []
+    for i in range(args.repeats):
+        seconds, total, o = breakdown(task, code, config)
+        if not o.ok:
+            sys.exit(f"the solution did not pass: {o.status.value} {o.message}")
+        runs.append(seconds)
+        totals.append(total)
+        print(f"evaluation {i + 1}: {total:.2f} s", file=sys.stderr)
+    labels = list(dict.fromkeys(k for r in runs for k in r))
+    med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in labels}
+    result = {"task": args.task, "total_s": statistics.median(totals), "phases_s": med,
+              "repeats": args.repeats, "timed_rounds": SAMPLES}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{args.task} (PyTorch on the CPU): {result['total_s']:.2f} s per evaluation, "
+          f"median of {args.repeats}")
+    for label, s in sorted(med.items(), key=lambda kv: -kv[1]):
+        print(f"  {s:7.3f} s  {s / result['total_s']:6.1%}  {label}")
+
+
+if __name__ == "__main__":
+    main()
