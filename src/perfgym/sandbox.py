@@ -71,14 +71,13 @@ class RunResult:
 
 SHADOWED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 ROOT_WORK_DIR = Path("/var/lib/perfgym/work")  # not world-writable, so not shadowed
-# Runs inside the new mount namespace as root, then drops to the sandbox uid: every argument
-# before "--" is a world-writable directory to shadow, or SRC=DST to bind read-only.
-_SHADOW_SCRIPT = ('for d in "$@"; do [ "$d" = -- ] && { shift; break; }; case "$d" in '
-                  '*=*) mount --bind "${d%%=*}" "${d#*=}" && '
-                  'mount -o remount,ro,bind "${d#*=}" || exit 96;; '
-                  '*) mount -t tmpfs -o size=64m,mode=1777 perfgym-shadow "$d" || exit 97;; '
-                  'esac; shift; done; exec "$@"')
+# Runs inside the new mount namespace as root, then drops to the sandbox uid: $1 is an fstab
+# (fstab_for) whose lines bind host directories read-only and shadow each world-writable
+# directory with an empty tmpfs, mounted in its order by one `mount` (a `mount` per directory
+# was 3.4 ms more per sandboxed command: three per candidate).
+_SHADOW_SCRIPT = 'mount --all --fstab "$1" || exit 97; shift; exec "$@"'
 EXPOSE_ROOT = Path("/var/lib/perfgym/expose")  # mount points for exposed host directories
+FSTAB_DIR = Path("/var/lib/perfgym/fstab")  # root's: the sandbox cannot change what it mounts
 
 
 @dataclass
@@ -112,7 +111,7 @@ def isolation() -> Isolation:
         if not no_net:
             notes.append("unshare --net failed: " + probe.stderr.decode(errors="replace").strip())
         probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh",
-                                "-c", _SHADOW_SCRIPT, "sh", *_shadowed(), "--", "true"],
+                                "-c", _SHADOW_SCRIPT, "sh", str(fstab_for(())), "true"],
                                capture_output=True)
         private_tmp = probe.returncode == 0
         if not private_tmp:
@@ -368,9 +367,9 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
                 for host_dir in expose:
                     target = expose_path(host_dir)
                     target.mkdir(parents=True, exist_ok=True)
-                    binds.append(f"{Path(host_dir).resolve()}={target}")
-                # binds first: a directory under /tmp must be bound before /tmp is shadowed
-                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", *binds, *_shadowed(), "--"] + wrapped
+                    binds.append((Path(host_dir).resolve(), target))
+                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", str(fstab_for(tuple(binds)))] + \
+                    wrapped
             if namespaces:
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
             return _supervise(wrapped + _prlimit_args(limits) + argv, workdir, limits, clean_env,
@@ -378,6 +377,31 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
     dies = ["setpriv", *_PDEATHSIG, "--"] if iso.dies_with_driver else []
     return _supervise(dies + _prlimit_args(limits) + argv, workdir, limits, clean_env, None,
                       pass_fds, on_start, on_marker)
+
+
+def fstab_for(binds: tuple[tuple[Path, Path], ...]) -> Path:
+    """The fstab the sandbox mounts: each (host directory, mount point) bound read-only, then
+    each world-writable directory shadowed by an empty tmpfs (binds first: a directory under
+    /tmp must be bound before /tmp is shadowed). One file per content, written when it is
+    missing (checked every time: a removed /var/lib/perfgym must not stop every sandbox)."""
+    lines = [f"{_fstab_field(src)} {_fstab_field(dst)} none bind,ro 0 0" for src, dst in binds]
+    lines += [f"perfgym-shadow {_fstab_field(d)} tmpfs size=64m,mode=1777 0 0"
+              for d in _shadowed()]
+    text = "\n".join(lines) + "\n"
+    import hashlib
+    path = FSTAB_DIR / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.fstab"
+    if not path.is_file() or path.read_text() != text:
+        FSTAB_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(text)
+        os.chmod(tmp, 0o644)
+        tmp.replace(path)  # atomic: a sandbox starting beside this never reads half a file
+    return path
+
+
+def _fstab_field(path: str | Path) -> str:
+    """A path as an fstab field: blanks and backslashes in octal escapes."""
+    return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in str(path))
 
 
 def _hand_over(workdir: Path, uid: int) -> None:

@@ -143,3 +143,27 @@ def test_concurrent_runs_get_distinct_uids(workdir):
     for d in dirs:
         subprocess.run(["rm", "-rf", str(d)])
     assert len(set(uids)) == 4
+
+
+@ROOT_ONLY
+def test_an_exposed_directory_with_blanks_in_its_name_is_bound_read_only(workdir, tmp_path):
+    """The mounts are one fstab: a path with a space, a tab or a backslash must reach mount as
+    that path (octal escapes), bound read-only, with /tmp still shadowed; and a removed fstab
+    is written again, not a reason for every sandbox to fail."""
+    import shutil
+    host = Path(tempfile.mkdtemp(prefix="perfgym odd\tname\\", dir="/tmp"))
+    try:
+        host.chmod(0o755)
+        (host / "data.txt").write_text("shown\n")
+        (host / "data.txt").chmod(0o644)
+        inside = sandbox.expose_path(host)
+        script = (f"cat '{inside}/data.txt'; touch '{inside}/new' 2>/dev/null && echo WROTE; "
+                  f"ls /tmp | wc -l")
+        for _ in range(2):
+            r = sandbox.run(["sh", "-c", script], workdir, Limits(wall_seconds=10), expose=[host])
+            assert r.ok, r.stderr
+            assert r.stdout.split() == ["shown", "0"]  # read, not written; an empty /tmp
+            assert not (host / "new").exists()
+            shutil.rmtree(sandbox.FSTAB_DIR)  # the second run writes it again
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
