@@ -306,7 +306,7 @@ def abandon() -> None:
     with _running_lock:
         running = list(_running.items())
     for proc, uid in running:
-        _kill_group(proc)
+        kill_group(proc)
         if uid is not None:
             kill_uid(uid)
     mine = _owner_stamp(os.getpid())
@@ -450,7 +450,7 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                 total[0] += len(chunk)
                 if total[0] > limits.output_bytes and not overflow.is_set():
                     overflow.set()
-                    _kill_group(proc)
+                    kill_group(proc)
                 if key == "out" and not overflow.is_set():  # (the cap bounds `partial`)
                     partial.extend(chunk)
                     *lines, rest = partial.split(b"\n")
@@ -486,7 +486,7 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
 
     def on_timeout() -> None:
         expired.set()
-        _kill_group(proc)
+        kill_group(proc)
 
     timer = threading.Timer(limits.wall_seconds, on_timeout)
     timer.start()
@@ -496,7 +496,7 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
         timer.cancel()
     timed_out = expired.is_set()
     wall = time.monotonic() - start
-    _kill_group(proc)  # children that outlived the leader
+    kill_group(proc)  # children that outlived the leader
     if uid is not None:
         kill_uid(uid)  # and those that left its process group
     for t in readers:
@@ -514,7 +514,7 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                      markers=markers)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

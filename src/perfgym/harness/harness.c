@@ -5,10 +5,14 @@
  *
  *   harness MANIFEST check
  *
+ *   harness MANIFEST go FD
+ *
  * The manifest (written by perfgym) names the arrays, the input files of two independent input
- * sets, the sizes and the timing policy. With `check`, the harness only calls the kernel once on
- * set 1 and saves its outputs, so the parent can reject a wrong answer before paying for the
- * timing loop (the full run repeats and verifies that call too). Otherwise the harness:
+ * sets, the sizes and the timing policy. With `check`, the harness only calls the kernel once
+ * on set 1 and saves its outputs, so the parent can reject a wrong answer before paying for the
+ * timing loop (the full run repeats and verifies that call too). With `go FD`, it loads all
+ * that, then waits for the parent's word on FD before it calls anything (see main): the
+ * parent starts it beside the check call. Otherwise (and after the word) the harness:
  *   1. calls the kernel on set 1 once (correctness), saving the outputs;
  *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the median is known
  *      precisely enough (its 95% confidence interval within the target) or a cap is hit.
@@ -30,11 +34,13 @@
  *   "@c 0", "@c d SECONDS"  before and after each dry round: the work around a timed call, with
  *                           a busy wait of SECONDS (measured here) in place of the kernel, done
  *                           before any kernel code has run (the calibration);
- *   "@t 0", "@t k"          before the first timed call and after each one.
+ *   "@t 0", "@t k"          before the first timed call and after each one;
+ *   "@r 0"                  with `go FD`, first: loaded, waiting for the word to go.
  * The markers are written after a call, never just before one: waking the parent then would
  * slow the call it times.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -303,7 +309,8 @@ static double median_halfwidth(const double *x, int n) {
 
 int main(int argc, char **argv) {
     int check_only = argc == 3 && strcmp(argv[2], "check") == 0;
-    if (argc != 2 && !check_only) die("usage: harness MANIFEST [check]");
+    int go_fd = argc == 4 && strcmp(argv[2], "go") == 0 ? atoi(argv[3]) : -1;
+    if (argc != 2 && !check_only && go_fd < 0) die("usage: harness MANIFEST [check | go FD]");
     FILE *m = fopen(argv[1], "r");
     if (!m) die("cannot open manifest");
     unsigned long long seed;
@@ -342,6 +349,21 @@ int main(int argc, char **argv) {
     }
     fclose(m);
     rng_state = seed;
+
+    /* With `go FD` the parent starts the harness before the timing lane is its own: the process
+     * start and the loading above overlap its other work. Here it says it is ready and waits
+     * for one byte, 'g', sent once nothing else of the parent's runs; anything else (the pipe
+     * closed: the check call found a wrong answer) ends it. No kernel code has run yet, and the
+     * descriptor is closed before any does. */
+    if (go_fd >= 0) {
+        mark('r', 0, -1);
+        char go = 0;
+        ssize_t got;
+        do got = read(go_fd, &go, 1);
+        while (got < 0 && errno == EINTR);
+        close(go_fd);
+        if (got != 1 || go != 'g') return 4;
+    }
 
     volatile double decoys[DECOYS];
 #define CALL_IF(kernel, set, phase)                 \

@@ -5,6 +5,7 @@ compiled once per (task signature, compiler) and reused.
 """
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import re
@@ -515,8 +516,17 @@ def run_env(config: EvalConfig) -> dict[str, str]:
 
 
 def run(task: Task, size: dict[str, int], config: EvalConfig, workdir: Path,
-        check_only: bool = False) -> sandbox.RunResult:
+        check_only: bool = False, go_fd: int | None = None, wait_seconds: float = 0.0,
+        on_start=None, on_marker=None) -> sandbox.RunResult:
     """The harness in the sandbox: the whole protocol, or with `check_only` one call on the
-    first input set (its outputs in out1_*.bin)."""
-    argv = ["./run", "manifest.txt"] + (["check"] if check_only else [])
-    return sandbox.run(argv, workdir, run_limits(task, size, config), env=run_env(config))
+    first input set (its outputs in out1_*.bin). With `go_fd` (a pipe's read end) it loads,
+    says "@r 0" and waits for the word on it before the protocol (measure._PrestartedRun); its
+    wall limit grows by `wait_seconds` for the wait."""
+    argv = ["./run", "manifest.txt"] + (["check"] if check_only else
+                                         ["go", str(go_fd)] if go_fd is not None else [])
+    limits = run_limits(task, size, config)
+    if wait_seconds:
+        limits = dataclasses.replace(limits, wall_seconds=limits.wall_seconds + wait_seconds)
+    return sandbox.run(argv, workdir, limits, env=run_env(config),
+                       pass_fds=() if go_fd is None else (go_fd,), on_start=on_start,
+                       on_marker=on_marker)

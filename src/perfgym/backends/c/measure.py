@@ -3,14 +3,19 @@ verify its four answers, cross-check its clock against the parent's and turn the
 numbers (GFLOP/s, roofline position)."""
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import secrets
+import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 
-from ... import machine
+from ... import machine, sandbox
+from ...sandbox import kill_group
 from ...config import EvalConfig
 from ...lane import LANE
 from ...outcome import Outcome, Status, Timing
@@ -62,29 +67,35 @@ def measure(p: Prepared, outcome) -> Outcome:
     # one call and not the timing loop. The full run below repeats and verifies that call too.
     # (extra["check_first"] = False turns it off, for benchmarks/eval_throughput.py only.)
     refs: dict[str, dict] = {}  # reference outputs by input set, computed once
-    if config.extra.get("check_first", True):
-        # the input sets' references are computed while the check call runs (never during the
-        # timed run: joined before it)
-        ahead = _references_ahead(task, size, config, inputs, refs)
-        with LANE.shared():
-            ran = _run_harness(p, order, outcome, check_only=True)
-        ahead.join()
+    prestarted = None
+    try:
+        if config.extra.get("check_first", True):
+            # the input sets' references are computed while the check call runs (never during
+            # the timed run: joined before it), and the timed run's harness starts beside it
+            ahead = _references_ahead(task, size, config, inputs, refs)
+            with LANE.shared():
+                prestarted = _PrestartedRun(p)
+                ran = _run_harness(p, order, outcome, check_only=True)
+                prestarted.wait_ready()  # its start-up is over before another kernel is timed
+            ahead.join()
+            if isinstance(ran, Outcome):
+                return ran
+            first = [(INPUT_SETS[0], inputs.sets[0],
+                      _outputs(task, size, order, p.workdir, 1))]
+            verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
+            if verdict_msg:
+                return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
+            for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
+                (p.workdir / stale).unlink(missing_ok=True)
+        ran, load, rundir = _timed_run(p, order, outcome, prestarted)
         if isinstance(ran, Outcome):
             return ran
-        first = [(INPUT_SETS[0], inputs.sets[0],
-                  _outputs(task, size, order, p.workdir, 1))]
-        verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
-        if verdict_msg:
-            return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
-        for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
-            (p.workdir / stale).unlink(missing_ok=True)
-
-    ran, load = _timed_run(p, order, outcome)
-    if isinstance(ran, Outcome):
-        return ran
-    result, report = ran
-    verdict_msg, max_error = _verify_all(task, size, config, inputs, order, p.workdir, rng,
-                                         refs)
+        result, report = ran
+        verdict_msg, max_error = _verify_all(task, size, config, inputs, order, rundir, rng,
+                                             refs)
+    finally:
+        if prestarted is not None:
+            prestarted.close()  # (ended if never told to go; its directory removed)
     if verdict_msg:
         return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
 
@@ -140,11 +151,122 @@ class _references_ahead(threading.Thread):
                 return
 
 
-def _timed_run(p: Prepared, order: list[str], outcome):
+# A harness started beside the check call waits at most this long for the timing lane (behind
+# other candidates' timed runs, or another perfgym's) before it gives up; then a fresh one runs.
+PRESTART_WAIT = 600.0  # seconds
+
+
+class _PrestartedRun:
+    """The timed run's harness, started in the shared lane beside the check call: its sandbox,
+    process start and loading of the inputs (about 10 ms for dgemm-256) overlap the check, not
+    the exclusive lane, which is held from the word to go (`go`) on. It runs no kernel code
+    before that word, and the calibration still comes first after it. The run's time limit
+    counts from the word: the parent ends it config.timeout after `go`. `cancel` ends one never
+    told to go (a wrong answer): it reads the closed pipe and exits."""
+
+    def __init__(self, p: Prepared) -> None:
+        self.config = p.config
+        # a directory of its own: two sandboxed commands cannot share one (each owns its
+        # directory as its own uid), and the check call is running in the build's
+        self.workdir = sandbox.make_workdir()
+        for name in ["run", "manifest.txt", *(f.name for f in p.workdir.glob("in[12]_*.bin"))]:
+            shutil.copy2(p.workdir / name, self.workdir / name)
+        read_end, self.go_end = os.pipe()
+        self.ready = threading.Event()  # it waits for the word, or it has ended
+        self.result = None
+        self.error: BaseException | None = None
+        self.proc = None
+        self.went = 0.0  # when it was told to go
+        self.expired = False
+        self.timer: threading.Timer | None = None
+        closed = threading.Lock()
+        left = [read_end]
+
+        def close_read_end(proc=None) -> None:  # once the child has its copy, or never will
+            self.proc = proc or self.proc
+            with closed:
+                while left:
+                    os.close(left.pop())
+
+        def marker(line: str) -> None:
+            if line == "@r 0":
+                self.ready.set()
+
+        def run() -> None:
+            try:
+                self.result = cbackend.run(p.task, p.size, p.config, self.workdir, go_fd=read_end,
+                                           wait_seconds=PRESTART_WAIT, on_start=close_read_end,
+                                           on_marker=marker)
+            except BaseException as exc:  # raised in the caller by wait()
+                self.error = exc
+            finally:
+                close_read_end()
+                self.ready.set()
+
+        self.thread = threading.Thread(target=run, daemon=True, name="perfgym-prestart")
+        self.thread.start()
+
+    def wait_ready(self) -> None:
+        """Until it waits for the word (or has ended); one not ready within config.timeout
+        (loading inputs cannot take that long) is ended, and a fresh run will be made."""
+        if not self.ready.wait(self.config.timeout) and self.proc is not None:
+            kill_group(self.proc)
+        self.ready.wait()
+
+    def go(self) -> bool:
+        """Tell it to go; False if it is not waiting (it ended first: run a fresh one)."""
+        self.wait_ready()
+        if not self.thread.is_alive() or self.go_end < 0:
+            return False
+        try:
+            os.write(self.go_end, b"g")
+        except OSError:  # (BrokenPipeError: it is gone)
+            return False
+        finally:
+            self._close_go_end()
+        self.went = time.monotonic()
+        self.timer = threading.Timer(self.config.timeout, self._expire)
+        self.timer.start()
+        return True
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.proc is not None:
+            kill_group(self.proc)
+
+    def wait(self):
+        """The finished run, timed from the word to go (as a run started then would be)."""
+        self.thread.join()
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.error is not None:
+            raise self.error
+        markers = [m for m in self.result.markers if m[1] != "@r 0"]
+        return dataclasses.replace(self.result, markers=markers,
+                                   wall=time.monotonic() - self.went,
+                                   timed_out=self.result.timed_out or self.expired)
+
+    def close(self) -> None:
+        """End it if it was never told to go (it reads the closed pipe and exits), and remove
+        its directory."""
+        self._close_go_end()
+        self.thread.join()
+        if self.timer is not None:
+            self.timer.cancel()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _close_go_end(self) -> None:
+        if self.go_end >= 0:
+            os.close(self.go_end)
+            self.go_end = -1
+
+
+def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
     """The timed harness run in the exclusive lane, run again when other programs took the
-    CPU (up to DISTURBED_REPEATS times). Returns (what _run_harness returned, the conditions
-    of the last run: neighbours.conditions plus "disturbed", the reason or None, and
-    "attempts")."""
+    CPU (up to DISTURBED_REPEATS times); the first one is `prestarted`'s when it is waiting.
+    Returns (what _run_harness returned, the conditions of the last run:
+    neighbours.conditions plus "disturbed", the reason or None, and "attempts"; the directory
+    that holds the run's files)."""
     threads = p.config.n_threads if "openmp" in p.techniques else 1
     for attempt in range(1, DISTURBED_REPEATS + 2):
         if attempt > 1:  # the last run's files: none may pass for this run's
@@ -153,24 +275,35 @@ def _timed_run(p: Prepared, order: list[str], outcome):
                 (p.workdir / stale).unlink(missing_ok=True)
         with LANE.exclusive():  # nothing else of ours runs while a kernel is timed
             before = neighbours.snapshot()
-            ran = _run_harness(p, order, outcome)
+            if attempt == 1 and prestarted is not None and prestarted.go():
+                rundir = prestarted.workdir
+                ran = _read_run(p, prestarted.wait(), order, outcome, workdir=rundir)
+            else:
+                rundir = p.workdir
+                ran = _run_harness(p, order, outcome)
             load = neighbours.conditions(before, neighbours.snapshot(), threads)
         load.update(disturbed=neighbours.disturbed(load), attempts=attempt)
         if isinstance(ran, Outcome) or not load["disturbed"]:
             break
     if load["disturbed"]:
         load["disturbed"] += f" (in each of {load['attempts']} runs)"
-    return ran, load
+    return ran, load, rundir
 
 
 def _run_harness(p: Prepared, order: list[str], outcome, check_only: bool = False):
     """Run the harness (the whole protocol, or the check call) and read its report. Returns
     (the run, the report), or the Outcome of a run that did not end well."""
     result = cbackend.run(p.task, p.size, p.config, p.workdir, check_only=check_only)
+    return _read_run(p, result, order, outcome, check_only, p.workdir)
+
+
+def _read_run(p: Prepared, result, order: list[str], outcome, check_only: bool = False,
+              workdir: Path | None = None):
+    """_run_harness's reading of a finished run (its files in `workdir`)."""
     p.seconds["check" if check_only else "run"] = result.wall
     if failed := _run_failure(result, p.config, p.size, outcome):
         return failed
-    report = _read_report(p.workdir / "result.txt", check=check_only)
+    report = _read_report((workdir or p.workdir) / "result.txt", check=check_only)
     if report is None:
         return outcome(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended "
                        "the process)", result.stderr[-2000:])

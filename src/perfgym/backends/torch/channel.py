@@ -215,6 +215,6 @@ class Worker:
         os.close(self.reply)
         self._thread.join(timeout=2.0)
         if self._thread.is_alive() and self._proc is not None:
-            sandbox._kill_group(self._proc)  # a worker that ignores "quit" is not waited for
+            sandbox.kill_group(self._proc)  # a worker that ignores "quit" is not waited for
             self._thread.join()
         return self.result
