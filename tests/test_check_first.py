@@ -81,3 +81,77 @@ def test_slow_wrong_kernel_costs_one_call_not_the_loop(dgemm, fast):
     assert o_wrong.status is Status.WRONG_ANSWER and o_right.status is Status.OK
     assert p_wrong.seconds["check"] < 0.5 * p_right.seconds["run"], (p_wrong.seconds,
                                                                      p_right.seconds)
+
+
+# ---- the timed run's harness, started beside the check call ------------------------------------
+
+def test_a_prestarted_harness_runs_nothing_before_the_word_and_ends_without_it(dgemm, fast):
+    """Started with `go FD`, the harness loads, says "@r 0" and waits: no calibration marker,
+    no kernel call, no output until the parent sends the word. Without it (the pipe closed, as
+    after a wrong check call) it ends with status 4, and its directory goes."""
+    import time
+
+    import numpy as np
+
+    from perfgym.backends.c import build as cbackend
+    from perfgym.backends.c.measure import _PrestartedRun
+    p = prepare(dgemm, kernel(), {"M": 32, "N": 32, "K": 32}, fast)
+    try:
+        rng = np.random.default_rng(1)
+        inputs = cbackend.InputSets([cbackend.make_inputs(dgemm, p.size, rng) for _ in range(2)])
+        cbackend.write_manifest(dgemm, p.size, inputs, fast, p.workdir, 7)
+        waiting = _PrestartedRun(p)
+        waiting.wait_ready()
+        assert waiting.thread.is_alive()  # ready, not ended
+        time.sleep(0.3)
+        assert not (waiting.workdir / "result.txt").exists()
+        assert not list(waiting.workdir.glob("out*_*.bin"))
+        waiting.close()
+        assert waiting.result.returncode == 4, waiting.result
+        assert [m for _, m in waiting.result.markers] == ["@r 0"]  # no "@c", no "@t"
+        assert not waiting.workdir.exists()
+    finally:
+        p.backend.cleanup(p)
+
+
+def test_the_timed_runs_limit_counts_from_the_word_not_from_its_start(dgemm, fast):
+    """A harness started beside the check call may wait for the timing lane longer than the
+    whole timeout (another candidate is being timed): that wait is no TIMEOUT. A kernel that
+    runs past the timeout after the word is one."""
+    import threading
+    import time
+
+    from perfgym.lane import LANE
+    config = fast.replace(timeout=1.0)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_lane():
+        with LANE.exclusive():
+            held.set()
+            release.wait(30)
+    p = prepare(dgemm, kernel(), {"M": 64, "N": 64, "K": 64}, config)
+    holder = threading.Thread(target=hold_the_lane)
+    results = {}
+    worker = threading.Thread(target=lambda: results.update(outcome=measure(p)))
+    try:
+        worker.start()
+        deadline = time.monotonic() + 20  # the check call over (it takes the shared lane)
+        while "check" not in p.seconds and time.monotonic() < deadline:
+            time.sleep(0.005)
+        holder.start()
+        assert held.wait(10)
+        time.sleep(1.5)  # longer than the timeout, while the harness waits for the word
+    finally:
+        release.set()
+        worker.join(60)
+        holder.join(10)
+    o = results["outcome"]
+    assert o.status is Status.OK, o.message
+    assert p.seconds["run"] < 1.0  # timed from the word
+    # fast in the check call and in the first call, then a spin in every later call
+    later = kernel(prologue="static int calls = 0;\n    if (calls++ > 0) "
+                            "for (volatile long s = 0; s < 40000000000L; s++) {}")
+    started = time.monotonic()
+    _, o = run(dgemm, later, fast.replace(timeout=2.0))
+    assert o.status is Status.TIMEOUT, o.message
+    assert time.monotonic() - started < 20
