@@ -3,6 +3,7 @@
     python benchmarks/grpo_step.py [--model default|tiny|PATH] [--steps 3] [--G 8] [--groups 2]
                                    [--mode fixed|sqd] [--max-completion-length 200] [--lora]
                                    [--engine transformers|openvino|both]
+    python benchmarks/grpo_step.py --like-learning [--steps 2]
 
 `--model default` is the real default model (SmolLM2-135M-Instruct; `PATH` a model directory,
 e.g. the learning curve's SFT model, which writes kernels that compile); `tiny` (the default of
@@ -11,7 +12,10 @@ this script) a tiny model taught to write two real dgemm kernels (built here, ca
 the shares of the steps' wall time measured in one run and the process's peak memory. The
 evaluator must not dominate. `--engine both` runs the same steps with TRL's own generation
 and with the fast CPU engine (perfgym.engine, the default model's architecture only), one after
-the other in one run: the step split before and after.
+the other in one run: the step split before and after. `--like-learning` runs the steps of the
+learning experiment's GRPO instead (benchmarks/learning.py: the default model, opened
+answers to the improve prompts of its five short training tasks, G 4, LoRA, bf16, the fast
+engine), where the answers compile and the evaluator has real work.
 """
 from __future__ import annotations
 
@@ -36,7 +40,11 @@ def main() -> None:
     ap.add_argument("--lora", action="store_true", help="train a LoRA adapter (r=16)")
     ap.add_argument("--engine", default="transformers",
                     choices=["transformers", "openvino", "both"])
+    ap.add_argument("--like-learning", action="store_true",
+                    help="the learning experiment's GRPO settings, on the default model")
     args = ap.parse_args()
+    if args.like_learning:
+        args.engine, args.model = "openvino", "default"
     for engine in (["transformers", "openvino"] if args.engine == "both" else [args.engine]):
         run_steps(args, engine)
 
@@ -53,12 +61,23 @@ def run_steps(args, engine: str) -> None:
         from perfgym.models import resolve_model
         model = resolve_model(None if args.model == "default" else args.model)
     out = Path(tempfile.mkdtemp(prefix="perfgym-grpo-bench-"))
-    settings = grpo.GRPOSettings(model_path=str(model), mode=args.mode, output_dir=str(out),
-                                 steps=args.steps, G=args.G, groups_per_step=args.groups,
-                                 max_completion_length=args.max_completion_length,
-                                 learning_rate=1e-4, save_steps=10**6, lora=args.lora,
-                                 templates=str(templates) if templates else None,
-                                 engine=engine)
+    if args.like_learning:
+        import sys
+        sys.path.insert(0, str(Path(__file__).parent))
+        import learning
+
+        from perfgym.train import recipes
+        settings = recipes._settings(grpo.GRPOSettings, dict(
+            learning.GRPO, model_path=str(model), output_dir=str(out), steps=args.steps,
+            save_steps=10**6, seed=1), "grpo")
+        args.G, args.groups, args.mode = settings.G, settings.groups_per_step, settings.mode
+    else:
+        settings = grpo.GRPOSettings(model_path=str(model), mode=args.mode, output_dir=str(out),
+                                     steps=args.steps, G=args.G, groups_per_step=args.groups,
+                                     max_completion_length=args.max_completion_length,
+                                     learning_rate=1e-4, save_steps=10**6, lora=args.lora,
+                                     templates=str(templates) if templates else None,
+                                     engine=engine)
     run = grpo.build(settings)
     spent = {"generate": 0.0, "evaluate": 0.0}
 
