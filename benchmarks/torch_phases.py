@@ -9,9 +9,9 @@ phase is timed by wrapping the function that does it for the length of the run (
 unchanged): the static checks, launching each of the three workers (problem, reference,
 candidate: a sandboxed Python each), the wait until the problem worker and then the other two
 have imported torch and loaded their code, the correctness trials, the kernel-evidence check,
-the timed rounds and closing the workers. Within those, the time spent moving bytes over the
-pipes is counted too, and the timed rounds are split into the workers' own call times and the
-rest. On a CPU a candidate faster than the reference is timed in up to three sessions
+the timed rounds and closing the workers. Within those, the time spent on the pipes is counted
+too, split into waiting for a worker (its own work: importing, calling) and moving the bytes,
+and the timed rounds are split into the workers' own call times and the rest. On a CPU a candidate faster than the reference is timed in up to three sessions
 (protocol.CPU_REPLICATES), each with fresh workers: the phases add up over them.
 """
 from __future__ import annotations
@@ -44,7 +44,10 @@ WRAPPED = [
 # counted wherever they happen (inside the phases above)
 PIPE = [("perfgym.backends.torch.channel", "Worker", "_write"),
         ("perfgym.backends.torch.channel", "Worker", "_read_into")]
-PIPE_LABEL = "within them: bytes over the pipes (both ways)"
+PIPE_LABEL = "pipe reads and writes"  # split below: the waits in them, and the rest
+WAIT = ("perfgym.backends.torch.channel", "Worker", "_wait")
+WAIT_LABEL = "within them: waiting on a pipe for a worker (its own work)"
+MOVE_LABEL = "within them: moving bytes over the pipes"
 TIMED = "timed rounds"
 CALLS = "within the timed rounds: the calls themselves (both workers' clocks)"
 
@@ -99,6 +102,8 @@ def recording(phases: Phases):
         for module, cls, attr in PIPE:
             owner = getattr(importlib.import_module(module), cls)
             patch(owner, attr, phases.wrap(getattr(owner, attr), PIPE_LABEL, nested=True))
+        owner = getattr(importlib.import_module(WAIT[0]), WAIT[1])
+        patch(owner, WAIT[2], phases.wrap(getattr(owner, WAIT[2]), WAIT_LABEL, nested=True))
         yield
 
 
@@ -110,6 +115,7 @@ def breakdown(task, code: str, config) -> tuple[dict[str, float], float, object]
         outcome = evaluate(task, code, None, config)
         total = time.perf_counter() - start
     seconds = dict(phases.seconds)
+    seconds[MOVE_LABEL] = max(seconds.pop(PIPE_LABEL, 0.0) - seconds.get(WAIT_LABEL, 0.0), 0.0)
     outside = sum(v for k, v in seconds.items() if not k.startswith("within"))
     seconds["other (verdict, cleanup, sessions' bookkeeping)"] = max(total - outside, 0.0)
     return seconds, total, outcome

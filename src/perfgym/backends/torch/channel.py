@@ -102,7 +102,7 @@ class Worker:
         argv = [py.executable, "torch_worker.py", role, str(cmd_r), str(reply_w),
                 json.dumps(options)]
         self.result: sandbox.RunResult | None = None
-        self._closed = False
+        self._closed = self._asked = False
         self._child_ends = [cmd_r, reply_w]
 
         self._proc = None
@@ -202,17 +202,25 @@ class Worker:
         self.send(header, tensors)
         return self.header()
 
-    def close(self) -> sandbox.RunResult | None:
-        """Stop the worker (idempotent: a second close must not close a reused fd number)."""
-        if self._closed:
-            return self.result
-        self._closed = True
+    def ask_to_quit(self) -> None:
+        """Send "quit" and close the pipes, not waiting for the end (close() waits): workers
+        asked together end together."""
+        if self._asked:
+            return
+        self._asked = True
         try:
             self.send({"op": "quit"})
         except (WorkerDied, WorkerTimeout, OSError):
             pass
         os.close(self.cmd)
         os.close(self.reply)
+
+    def close(self) -> sandbox.RunResult | None:
+        """Stop the worker (idempotent: a second close must not close a reused fd number)."""
+        if self._closed:
+            return self.result
+        self._closed = True
+        self.ask_to_quit()
         self._thread.join(timeout=2.0)
         if self._thread.is_alive() and self._proc is not None:
             sandbox.kill_group(self._proc)  # a worker that ignores "quit" is not waited for

@@ -209,9 +209,11 @@ def _one_session(task, code, config, audit, device, outcome, flags):
     except WorkerDied as exc:
         return _died(ref, cand, str(exc), flags, outcome)
     finally:
-        for w in (problem, ref, cand):
-            if w is not None:
-                w.close()
+        workers = [w for w in (problem, ref, cand) if w is not None]
+        for w in workers:  # all three asked first: they end together
+            w.ask_to_quit()
+        for w in workers:
+            w.close()
         if not config.extra.get("keep_workdir"):
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
