@@ -47,7 +47,7 @@ WRAPPED = [
      "build: waiting for the preprocessed-source audit"),
     # the timed run's process is started beside the check call and told to go in the lane:
     # from the word to its end is the timed run
-    ("perfgym.backends.c.measure._PrestartedRun", "wait", "timed run (sandboxed)"),
+    ("perfgym.backends.c.prestart.PrestartedRun", "wait", "timed run (sandboxed)"),
     ("perfgym.backends.c.build", "audit_object", "build: object audit"),
     ("perfgym.backends.c.build", "make_inputs", "inputs"),
     ("perfgym.backends.c.build", "write_manifest", "manifest"),

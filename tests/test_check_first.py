@@ -94,13 +94,13 @@ def test_a_prestarted_harness_runs_nothing_before_the_word_and_ends_without_it(d
     import numpy as np
 
     from perfgym.backends.c import build as cbackend
-    from perfgym.backends.c.measure import _PrestartedRun
+    from perfgym.backends.c.prestart import PrestartedRun
     p = prepare(dgemm, kernel(), {"M": 32, "N": 32, "K": 32}, fast)
     try:
         rng = np.random.default_rng(1)
         inputs = cbackend.InputSets([cbackend.make_inputs(dgemm, p.size, rng) for _ in range(2)])
         cbackend.write_manifest(dgemm, p.size, inputs, fast, p.workdir, 7)
-        waiting = _PrestartedRun(p)
+        waiting = PrestartedRun(p)
         waiting.wait_ready()
         assert waiting.thread.is_alive()  # ready, not ended
         time.sleep(0.3)

@@ -520,7 +520,7 @@ def run(task: Task, size: dict[str, int], config: EvalConfig, workdir: Path,
         on_start=None, on_marker=None) -> sandbox.RunResult:
     """The harness in the sandbox: the whole protocol, or with `check_only` one call on the
     first input set (its outputs in out1_*.bin). With `go_fd` (a pipe's read end) it loads,
-    says "@r 0" and waits for the word on it before the protocol (measure._PrestartedRun); its
+    says "@r 0" and waits for the word on it before the protocol (prestart.PrestartedRun); its
     wall limit grows by `wait_seconds` for the wait."""
     argv = ["./run", "manifest.txt"] + (["check"] if check_only else
                                          ["go", str(go_fd)] if go_fd is not None else [])

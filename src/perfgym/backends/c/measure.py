@@ -3,19 +3,14 @@ verify its four answers, cross-check its clock against the parent's and turn the
 numbers (GFLOP/s, roofline position)."""
 from __future__ import annotations
 
-import dataclasses
 import math
-import os
 import secrets
-import shutil
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
-from ... import machine, sandbox
-from ...sandbox import kill_group
+from ... import machine
 from ...config import EvalConfig
 from ...lane import LANE
 from ...outcome import Outcome, Status, Timing
@@ -24,6 +19,7 @@ from ...verify import compare, reference_outputs, sample_points
 from .. import Prepared
 from . import build as cbackend
 from . import neighbours
+from .prestart import PrestartedRun
 from .build import EXCEPTION_ESCAPED, VECTOR_RESIZED
 
 IMPLAUSIBLE_PEAK_FACTOR = 1.5  # a kernel above 1.5x the measured FMA peak did not do the work
@@ -72,9 +68,9 @@ def measure(p: Prepared, outcome) -> Outcome:
         if config.extra.get("check_first", True):
             # the input sets' references are computed while the check call runs (never during
             # the timed run: joined before it), and the timed run's harness starts beside it
-            ahead = _references_ahead(task, size, config, inputs, refs)
+            ahead = _ReferencesAhead(task, size, config, inputs, refs)
             with LANE.shared():
-                prestarted = _PrestartedRun(p)
+                prestarted = PrestartedRun(p)
                 ran = _run_harness(p, order, outcome, check_only=True)
                 prestarted.wait_ready()  # its start-up is over before another kernel is timed
             ahead.join()
@@ -131,7 +127,7 @@ def measure(p: Prepared, outcome) -> Outcome:
                    disturbed=load["disturbed"])
 
 
-class _references_ahead(threading.Thread):
+class _ReferencesAhead(threading.Thread):
     """The two input sets' reference outputs, computed into `refs` in a thread. A fault of
     the reference (too slow at this size, or broken) is left for _verify, which computes that
     set again and meets it there, where it is reported."""
@@ -149,116 +145,6 @@ class _references_ahead(threading.Thread):
                 refs[label] = reference_outputs(task, given, size, limit)
             except Exception:
                 return
-
-
-# A harness started beside the check call waits at most this long for the timing lane (behind
-# other candidates' timed runs, or another perfgym's) before it gives up; then a fresh one runs.
-PRESTART_WAIT = 600.0  # seconds
-
-
-class _PrestartedRun:
-    """The timed run's harness, started in the shared lane beside the check call: its sandbox,
-    process start and loading of the inputs (about 10 ms for dgemm-256) overlap the check, not
-    the exclusive lane, which is held from the word to go (`go`) on. It runs no kernel code
-    before that word, and the calibration still comes first after it. The run's time limit
-    counts from the word: the parent ends it config.timeout after `go`. `cancel` ends one never
-    told to go (a wrong answer): it reads the closed pipe and exits."""
-
-    def __init__(self, p: Prepared) -> None:
-        self.config = p.config
-        # a directory of its own: two sandboxed commands cannot share one (each owns its
-        # directory as its own uid), and the check call is running in the build's
-        self.workdir = sandbox.make_workdir()
-        for name in ["run", "manifest.txt", *(f.name for f in p.workdir.glob("in[12]_*.bin"))]:
-            shutil.copy2(p.workdir / name, self.workdir / name)
-        read_end, self.go_end = os.pipe()
-        self.ready = threading.Event()  # it waits for the word, or it has ended
-        self.result = None
-        self.error: BaseException | None = None
-        self.proc = None
-        self.went = 0.0  # when it was told to go
-        self.expired = False
-        self.timer: threading.Timer | None = None
-        closed = threading.Lock()
-        left = [read_end]
-
-        def close_read_end(proc=None) -> None:  # once the child has its copy, or never will
-            self.proc = proc or self.proc
-            with closed:
-                while left:
-                    os.close(left.pop())
-
-        def marker(line: str) -> None:
-            if line == "@r 0":
-                self.ready.set()
-
-        def run() -> None:
-            try:
-                self.result = cbackend.run(p.task, p.size, p.config, self.workdir, go_fd=read_end,
-                                           wait_seconds=PRESTART_WAIT, on_start=close_read_end,
-                                           on_marker=marker)
-            except BaseException as exc:  # raised in the caller by wait()
-                self.error = exc
-            finally:
-                close_read_end()
-                self.ready.set()
-
-        self.thread = threading.Thread(target=run, daemon=True, name="perfgym-prestart")
-        self.thread.start()
-
-    def wait_ready(self) -> None:
-        """Until it waits for the word (or has ended); one not ready within config.timeout
-        (loading inputs cannot take that long) is ended, and a fresh run will be made."""
-        if not self.ready.wait(self.config.timeout) and self.proc is not None:
-            kill_group(self.proc)
-        self.ready.wait()
-
-    def go(self) -> bool:
-        """Tell it to go; False if it is not waiting (it ended first: run a fresh one)."""
-        self.wait_ready()
-        if not self.thread.is_alive() or self.go_end < 0:
-            return False
-        try:
-            os.write(self.go_end, b"g")
-        except OSError:  # (BrokenPipeError: it is gone)
-            return False
-        finally:
-            self._close_go_end()
-        self.went = time.monotonic()
-        self.timer = threading.Timer(self.config.timeout, self._expire)
-        self.timer.start()
-        return True
-
-    def _expire(self) -> None:
-        self.expired = True
-        if self.proc is not None:
-            kill_group(self.proc)
-
-    def wait(self):
-        """The finished run, timed from the word to go (as a run started then would be)."""
-        self.thread.join()
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.error is not None:
-            raise self.error
-        markers = [m for m in self.result.markers if m[1] != "@r 0"]
-        return dataclasses.replace(self.result, markers=markers,
-                                   wall=time.monotonic() - self.went,
-                                   timed_out=self.result.timed_out or self.expired)
-
-    def close(self) -> None:
-        """End it if it was never told to go (it reads the closed pipe and exits), and remove
-        its directory."""
-        self._close_go_end()
-        self.thread.join()
-        if self.timer is not None:
-            self.timer.cancel()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def _close_go_end(self) -> None:
-        if self.go_end >= 0:
-            os.close(self.go_end)
-            self.go_end = -1
 
 
 def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
