@@ -20,13 +20,12 @@ import argparse
 import json
 import statistics
 import sys
-import threading
 import time
-from collections import defaultdict
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import phase_timer  # noqa: E402
 
 # (module, attribute, phase): a phase is the time spent inside the attribute while it is
 # called from perfgym's own modules (each patched where the caller looks it up)
@@ -65,31 +64,9 @@ SANDBOX_RUNS = {"sh": "build: compile and link (sandboxed)", "check": "check cal
                 "go": STARTED_BESIDE, "run": "timed run (sandboxed)"}
 
 
-class Phases:
-    """Seconds per phase, summed over the calls of one evaluation."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.local = threading.local()  # per thread: the audit runs in one of its own
-
-    @property
-    def depth(self) -> int:  # only the outermost wrapped call counts (no phase counted twice)
-        return getattr(self.local, "depth", 0)
-
-    def wrap(self, fn, label):
-        def timed(*args, **kwargs):
-            if self.depth:
-                return fn(*args, **kwargs)
-            self.local.depth = 1
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[label] += time.perf_counter() - start
-                self.local.depth = 0
-        return timed
-
+class Phases(phase_timer.Phases):
     def wrap_sandbox(self, fn):
+        """perfgym.sandbox.run, its phase named by what it runs."""
         def timed(argv, *args, **kwargs):
             label = (SANDBOX_RUNS["sh"] if argv[0] == "sh" else
                      SANDBOX_RUNS["check"] if "check" in argv else
@@ -100,21 +77,12 @@ class Phases:
 
 @contextmanager
 def recording(phases: Phases):
-    import importlib
-
     import perfgym.sandbox as sandbox
     from perfgym.lane import LANE
     with ExitStack() as undo:
-        def patch(owner, name, value):
-            old = getattr(owner, name)
-            setattr(owner, name, value)
-            undo.callback(setattr, owner, name, old)
+        patch = phase_timer.patcher(undo)
         for module, attr, label in WRAPPED:
-            parent, cls = module.rsplit(".", 1)
-            if cls.lstrip("_")[:1].isupper():  # a method of a class
-                owner = getattr(importlib.import_module(parent), cls)
-            else:
-                owner = importlib.import_module(module)
+            owner = phase_timer.owner_of(module)
             patch(owner, attr, phases.wrap(getattr(owner, attr), label))
         patch(sandbox, "run", phases.wrap_sandbox(sandbox.run))
         # the lane's exclusive wait: the timed run's total minus what ran inside it

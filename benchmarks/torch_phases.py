@@ -20,32 +20,33 @@ import argparse
 import json
 import statistics
 import sys
-import threading
 import time
-from collections import defaultdict
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from phase_timer import Phases, owner_of, patcher  # noqa: E402
+
 SAMPLES = 10
 
-# (module, owner class or None, attribute, phase)
+# (the module, or a class in it; the attribute; the phase)
 WRAPPED = [
-    ("perfgym.backends.torch", None, "check_statically", "static checks (AST audit)"),
-    ("perfgym.backends.torch.channel", "Worker", "__init__", "worker launch (3 per session)"),
-    ("perfgym.backends.torch.session", "Session", "problem_ready",
+    ("perfgym.backends.torch", "check_statically", "static checks (AST audit)"),
+    ("perfgym.backends.torch.channel.Worker", "__init__", "worker launch (3 per session)"),
+    ("perfgym.backends.torch.session.Session", "problem_ready",
      "problem worker: start, import torch, build the model"),
-    ("perfgym.backends.torch.session", "Session", "ready",
+    ("perfgym.backends.torch.session.Session", "ready",
      "reference and candidate workers: start, import torch, load"),
-    ("perfgym.backends.torch.session", "Session", "correctness", "correctness trials"),
-    ("perfgym.backends.torch.session", "Session", "require_own_kernels",
+    ("perfgym.backends.torch.session.Session", "correctness", "correctness trials"),
+    ("perfgym.backends.torch.session.Session", "require_own_kernels",
      "kernel evidence (the candidate ran its own kernels)"),
-    ("perfgym.backends.torch.channel", "Worker", "close", "closing the workers"),
+    ("perfgym.backends.torch.channel.Worker", "close", "closing the workers"),
 ]
 # counted wherever they happen (inside the phases above)
-PIPE = [("perfgym.backends.torch.channel", "Worker", "_write"),
-        ("perfgym.backends.torch.channel", "Worker", "_read_into")]
+PIPE = [("perfgym.backends.torch.channel.Worker", "_write"),
+        ("perfgym.backends.torch.channel.Worker", "_read_into")]
 PIPE_LABEL = "pipe reads and writes"  # split below: the waits in them, and the rest
-WAIT = ("perfgym.backends.torch.channel", "Worker", "_wait")
+WAIT = ("perfgym.backends.torch.channel.Worker", "_wait")
 WAIT_LABEL = "within them: waiting on a pipe for a worker (its own work)"
 MOVE_LABEL = "within them: moving bytes over the pipes"
 TIMED = "timed rounds"
@@ -62,48 +63,20 @@ def timed_rounds(fn, phases):
     return timed
 
 
-class Phases:
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.local = threading.local()
-        self.lock = threading.Lock()
-
-    def wrap(self, fn, label, nested: bool = False):
-        def timed(*args, **kwargs):
-            if not nested and getattr(self.local, "depth", 0):
-                return fn(*args, **kwargs)
-            if not nested:
-                self.local.depth = 1
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                with self.lock:
-                    self.seconds[label] += time.perf_counter() - start
-                if not nested:
-                    self.local.depth = 0
-        return timed
-
-
 @contextmanager
 def recording(phases: Phases):
-    import importlib
     with ExitStack() as undo:
-        def patch(owner, name, value):
-            old = getattr(owner, name)
-            setattr(owner, name, value)
-            undo.callback(setattr, owner, name, old)
-        for module, cls, attr, label in WRAPPED:
-            owner = importlib.import_module(module)
-            owner = getattr(owner, cls) if cls else owner
+        patch = patcher(undo)
+        for owner, attr, label in WRAPPED:
+            owner = owner_of(owner)
             patch(owner, attr, phases.wrap(getattr(owner, attr), label))
-        session = importlib.import_module("perfgym.backends.torch.session").Session
+        session = owner_of("perfgym.backends.torch.session.Session")
         patch(session, "time", phases.wrap(timed_rounds(session.time, phases), TIMED))
-        for module, cls, attr in PIPE:
-            owner = getattr(importlib.import_module(module), cls)
+        for owner, attr in PIPE:
+            owner = owner_of(owner)
             patch(owner, attr, phases.wrap(getattr(owner, attr), PIPE_LABEL, nested=True))
-        owner = getattr(importlib.import_module(WAIT[0]), WAIT[1])
-        patch(owner, WAIT[2], phases.wrap(getattr(owner, WAIT[2]), WAIT_LABEL, nested=True))
+        owner = owner_of(WAIT[0])
+        patch(owner, WAIT[1], phases.wrap(getattr(owner, WAIT[1]), WAIT_LABEL, nested=True))
         yield
 
 
