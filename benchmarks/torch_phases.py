@@ -11,8 +11,9 @@ candidate: a sandboxed Python each), the wait until the problem worker and then 
 have imported torch and loaded their code, the correctness trials, the kernel-evidence check,
 the timed rounds and closing the workers. Within those, the time spent on the pipes is counted
 too, split into waiting for a worker (its own work: importing, calling) and moving the bytes,
-and the timed rounds are split into the workers' own call times and the rest. On a CPU a candidate faster than the reference is timed in up to three sessions
-(protocol.CPU_REPLICATES), each with fresh workers: the phases add up over them.
+and the timed rounds are split into the workers' own call times and the rest. On a CPU a
+candidate faster than the reference is timed in up to three sessions (protocol.CPU_REPLICATES),
+each with fresh workers: the phases add up over them.
 """
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from typing import Any
 
 
 class Status(str, enum.Enum):
-    """Where in the pipeline a candidate stopped. Ordered from worst to best (the online-RL paper, eq. 3).
+    """Where in the pipeline a candidate stopped. Ordered from worst to best (the online-RL
+    paper, eq. 3).
 
     HOST_ERROR is no verdict on the candidate: the host failed while evaluating it (an exception
     in a batch, see executors). It sorts first so a multi-size fold that holds one is no verdict
