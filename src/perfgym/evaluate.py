@@ -146,8 +146,11 @@ def recent_baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Out
         return base
     base = baseline(task, size, config)
     if base.ok and not base.disturbed:
+        now = time.monotonic()
         with _recent_lock:
-            _recent[key] = (time.monotonic(), base)
+            for stale in [k for k, (t, _) in _recent.items() if now - t >= BASELINE_FRESH_SECONDS]:
+                del _recent[stale]  # (a service sees many sizes: only fresh ones are kept)
+            _recent[key] = (now, base)
     return base
 
 
