@@ -11,7 +11,9 @@ the check call (sandboxed) and its verification, the lane wait and the timed run
 the neighbour reads, the verification of both input sets, the clock cross-check, the cleanup.
 The timed run is split further by the harness's own report: the kernel's calls (warm-ups and
 samples) against the rest of the run (process and sandbox start, loading inputs, writing
-outputs). What no wrapper covers is "other". The floor (benchmarks/eval_throughput.py): plain
+outputs). What no wrapper covers is "other". The first variant also times the naive
+kernel for its speedup, which the next ones share for 30 s (evaluate.recent_baseline), as a
+stream of candidates does: the medians over 3 or more variants are the steady state. The floor (benchmarks/eval_throughput.py): plain
 gcc of the same file with a bare driver, run once for as many calls as perfgym made.
 """
 from __future__ import annotations
