@@ -77,7 +77,10 @@ def run_steps(args, engine: str) -> None:
                                      max_completion_length=args.max_completion_length,
                                      learning_rate=1e-4, save_steps=10**6, lora=args.lora,
                                      templates=str(templates) if templates else None,
-                                     engine=engine)
+                                     engine=engine,
+                                     # as `perfgym train grpo` does for the default model
+                                     answer_start=args.model == "default" and
+                                     args.mode == "fixed")
     run = grpo.build(settings)
     spent = {"generate": 0.0, "evaluate": 0.0}
 
