@@ -385,6 +385,9 @@ def fstab_for(binds: tuple[tuple[Path, Path], ...]) -> Path:
     /tmp must be bound before /tmp is shadowed). One file per content, written when it is
     missing (checked every time: a removed /var/lib/perfgym must not stop every sandbox)."""
     lines = [f"{_fstab_field(src)} {_fstab_field(dst)} none bind,ro 0 0" for src, dst in binds]
+    # (mount -a skips an entry whose source is already mounted on its target: the source
+    # "perfgym-shadow" exists only inside the sandboxes' own private namespaces, and no
+    # sandboxed command is root to start another one, so the parent's table never holds it)
     lines += [f"perfgym-shadow {_fstab_field(d)} tmpfs size=64m,mode=1777 0 0"
               for d in _shadowed()]
     text = "\n".join(lines) + "\n"

@@ -120,7 +120,8 @@ class PrestartedRun:
         self.thread.join()
         if self.timer is not None:
             self.timer.cancel()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if not self.config.extra.get("keep_workdir"):  # (as the build's directory)
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _close_go_end(self) -> None:
         if self.go_end >= 0:
