@@ -78,6 +78,7 @@ ROOT_WORK_DIR = Path("/var/lib/perfgym/work")  # not world-writable, so not shad
 _SHADOW_SCRIPT = 'mount --all --fstab "$1" || exit 97; shift; exec "$@"'
 EXPOSE_ROOT = Path("/var/lib/perfgym/expose")  # mount points for exposed host directories
 FSTAB_DIR = Path("/var/lib/perfgym/fstab")  # root's: the sandbox cannot change what it mounts
+_SHADOW_SOURCE = "perfgym-shadow"  # the tmpfs's name in the mount table
 
 
 @dataclass
@@ -117,6 +118,12 @@ def isolation() -> Isolation:
         if not private_tmp:
             notes.append("private mount namespace failed: "
                          + probe.stderr.decode(errors="replace").strip())
+        elif _SHADOW_SOURCE in Path("/proc/self/mounts").read_text().split():
+            # mount -a would skip a shadow already in this table (fstab_for): not shadowed
+            private_tmp = False
+            notes.append(f"a {_SHADOW_SOURCE} mount is already in this process's table "
+                         "(perfgym inside a perfgym sandbox?): world-writable directories are "
+                         "not shadowed")
     dies = shutil.which("setpriv") is not None and subprocess.run(
         ["setpriv", *_PDEATHSIG, "--", "true"], capture_output=True).returncode == 0
     if not dies:
@@ -386,9 +393,9 @@ def fstab_for(binds: tuple[tuple[Path, Path], ...]) -> Path:
     missing (checked every time: a removed /var/lib/perfgym must not stop every sandbox)."""
     lines = [f"{_fstab_field(src)} {_fstab_field(dst)} none bind,ro 0 0" for src, dst in binds]
     # (mount -a skips an entry whose source is already mounted on its target: the source
-    # "perfgym-shadow" exists only inside the sandboxes' own private namespaces, and no
-    # sandboxed command is root to start another one, so the parent's table never holds it)
-    lines += [f"perfgym-shadow {_fstab_field(d)} tmpfs size=64m,mode=1777 0 0"
+    # exists only inside the sandboxes' own private namespaces, and isolation() turns the
+    # shadows off where this process's table holds it)
+    lines += [f"{_SHADOW_SOURCE} {_fstab_field(d)} tmpfs size=64m,mode=1777 0 0"
               for d in _shadowed()]
     text = "\n".join(lines) + "\n"
     import hashlib

@@ -167,3 +167,19 @@ def test_an_exposed_directory_with_blanks_in_its_name_is_bound_read_only(workdir
             shutil.rmtree(sandbox.FSTAB_DIR)  # the second run writes it again
     finally:
         shutil.rmtree(host, ignore_errors=True)
+
+
+@ROOT_ONLY
+def test_shadows_are_turned_off_not_skipped_where_one_is_already_mounted():
+    """One `mount -a` makes the shadows, and mount -a skips an entry already mounted: where
+    this process's table already holds a perfgym shadow (perfgym run inside one), isolation()
+    must say the directories are not shadowed rather than let them be skipped unseen."""
+    import sys
+    probe = ("from perfgym import sandbox; i = sandbox.isolation(); "
+             "print(i.private_tmp, '|'.join(i.notes))")
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                        'mount -t tmpfs perfgym-shadow /var/tmp && exec "$0" -c "$1"',
+                        sys.executable, probe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    private, _, notes = r.stdout.strip().partition(" ")
+    assert private == "False" and "already in this process's table" in notes
