@@ -11,10 +11,11 @@ the check call (sandboxed) and its verification, the lane wait and the timed run
 the neighbour reads, the verification of both input sets, the clock cross-check, the cleanup.
 The timed run is split further by the harness's own report: the kernel's calls (warm-ups and
 samples) against the rest of the run (process and sandbox start, loading inputs, writing
-outputs). What no wrapper covers is "other". The first variant also times the naive
-kernel for its speedup, which the next ones share for 30 s (evaluate.recent_baseline), as a
-stream of candidates does: the medians over 3 or more variants are the steady state. The floor (benchmarks/eval_throughput.py): plain
-gcc of the same file with a bare driver, run once for as many calls as perfgym made.
+outputs). What no wrapper covers is "other". The first variant also times the naive kernel for
+its speedup, which the next ones share for 30 s (evaluate.recent_baseline), as a stream of
+candidates does: the medians over 3 or more variants are the steady state. The floor
+(benchmarks/eval_throughput.py): plain gcc of the same file with a bare driver, run once for as
+many calls as perfgym made.
 """
 from __future__ import annotations
 
@@ -83,9 +84,7 @@ def recording(phases: Phases):
     from perfgym.lane import LANE
     with ExitStack() as undo:
         patch = phase_timer.patcher(undo)
-        for module, attr, label in WRAPPED:
-            owner = phase_timer.owner_of(module)
-            patch(owner, attr, phases.wrap(getattr(owner, attr), label))
+        phase_timer.wrap_each(phases, patch, WRAPPED)
         patch(sandbox, "run", phases.wrap_sandbox(sandbox.run))
         # the lane's exclusive wait: the timed run's total minus what ran inside it
         exclusive = LANE.exclusive

@@ -48,6 +48,13 @@ def owner_of(path: str):
     return importlib.import_module(path)
 
 
+def wrap_each(phases: Phases, patch, entries, nested: bool = False) -> None:
+    """Wrap each (owner path, attribute, phase) of `entries` for the phase it does."""
+    for path, attr, label in entries:
+        owner = owner_of(path)
+        patch(owner, attr, phases.wrap(getattr(owner, attr), label, nested))
+
+
 def patcher(undo: ExitStack):
     """patch(owner, name, value): set an attribute until `undo` closes."""
     def patch(owner, name, value):

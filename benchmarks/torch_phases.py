@@ -26,7 +26,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from phase_timer import Phases, owner_of, patcher  # noqa: E402
+from phase_timer import Phases, owner_of, patcher, wrap_each  # noqa: E402
 
 SAMPLES = 10
 
@@ -44,11 +44,12 @@ WRAPPED = [
     ("perfgym.backends.torch.channel.Worker", "close", "closing the workers"),
 ]
 # counted wherever they happen (inside the phases above)
-PIPE = [("perfgym.backends.torch.channel.Worker", "_write"),
-        ("perfgym.backends.torch.channel.Worker", "_read_into")]
-PIPE_LABEL = "pipe reads and writes"  # split below: the waits in them, and the rest
-WAIT = ("perfgym.backends.torch.channel.Worker", "_wait")
-WAIT_LABEL = "within them: waiting on a pipe for a worker (its own work)"
+PIPE = [("perfgym.backends.torch.channel.Worker", "_write", "pipe reads and writes"),
+        ("perfgym.backends.torch.channel.Worker", "_read_into", "pipe reads and writes"),
+        # split below: the waits in them, and the rest
+        ("perfgym.backends.torch.channel.Worker", "_wait",
+         "within them: waiting on a pipe for a worker (its own work)")]
+PIPE_LABEL, WAIT_LABEL = PIPE[0][2], PIPE[2][2]
 MOVE_LABEL = "within them: moving bytes over the pipes"
 TIMED = "timed rounds"
 CALLS = "within the timed rounds: the calls themselves (both workers' clocks)"
@@ -68,16 +69,10 @@ def timed_rounds(fn, phases):
 def recording(phases: Phases):
     with ExitStack() as undo:
         patch = patcher(undo)
-        for owner, attr, label in WRAPPED:
-            owner = owner_of(owner)
-            patch(owner, attr, phases.wrap(getattr(owner, attr), label))
+        wrap_each(phases, patch, WRAPPED)
         session = owner_of("perfgym.backends.torch.session.Session")
         patch(session, "time", phases.wrap(timed_rounds(session.time, phases), TIMED))
-        for owner, attr in PIPE:
-            owner = owner_of(owner)
-            patch(owner, attr, phases.wrap(getattr(owner, attr), PIPE_LABEL, nested=True))
-        owner = owner_of(WAIT[0])
-        patch(owner, WAIT[1], phases.wrap(getattr(owner, WAIT[1]), WAIT_LABEL, nested=True))
+        wrap_each(phases, patch, PIPE, nested=True)
         yield
 
 

@@ -161,8 +161,8 @@ def test_prompt_names_the_entry_and_the_stage_rules():
 
 
 def test_prompt_states_the_flags_the_harness_compiles_with():
-    """At --opt O0 (the online-RL paper's clearest signal) the model must be told the compiler will not
-    optimize for it, and that it may not change the flags itself."""
+    """At --opt O0 (the online-RL paper's clearest signal) the model must be told the compiler
+    will not optimize for it, and that it may not change the flags itself."""
     task = get_task("dgemm")
     prompt = generate_prompt(task, config=EvalConfig(opt="O0", march="x86-64-v3"))
     assert "compiled with gcc -O0 -march=x86-64-v3 -fopenmp" in prompt

@@ -59,21 +59,24 @@ class Timing:
                    median_halfwidth=halfwidth if known else None)
 
 
+def sign_test_rank(n: int, alpha: float) -> int:
+    """The largest k with P(Binomial(n, 1/2) < k) <= alpha: the k-th smallest of n samples lies
+    below their median with probability at least 1 - alpha, whatever their distribution."""
+    k, below = 0, 0.0
+    while k < n:
+        more = below + math.comb(n, k) / 2 ** n
+        if more > alpha:
+            break
+        below, k = more, k + 1
+    return k
+
+
 def median_ci_rank(n: int) -> int:
     """j such that [j-th smallest, j-th largest] of n samples is a 95% confidence interval for
-    the median, whatever their distribution: the largest j with P(Binomial(n, 1/2) < j) <= 2.5%
-    (exact to 100 samples, then the normal approximation); 0 below 6 samples, where none
-    exists. The harness's stop rule computes the same (harness.c, median_ci_rank)."""
-    if n > 100:
-        return int(n / 2 - 0.98 * math.sqrt(n))
-    pmf, below, j = 0.5 ** n, 0.0, 0  # P(B = i), P(B < i)
-    for i in range(n + 1):
-        below += pmf
-        if below > 0.025:
-            break
-        j = i + 1
-        pmf = pmf * (n - i) / (i + 1)
-    return j
+    the median, whatever their distribution (sign_test_rank at 2.5% a side; the normal
+    approximation past 100 samples); 0 below 6 samples, where none exists. The harness's stop
+    rule computes the same (harness.c, median_ci_rank)."""
+    return int(n / 2 - 0.98 * math.sqrt(n)) if n > 100 else sign_test_rank(n, 0.025)
 
 
 def median_halfwidth(ordered: list[float]) -> float:

@@ -20,6 +20,7 @@ safe to call from threads (the local executor, Ray workers).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -343,7 +344,6 @@ def expose_path(host_dir: str | Path) -> Path:
     host_dir = Path(host_dir).resolve()
     if not (isolation().own_uid and isolation().private_tmp):
         return host_dir
-    import hashlib
     return EXPOSE_ROOT / hashlib.sha256(str(host_dir).encode()).hexdigest()[:12]
 
 
@@ -389,8 +389,9 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
 def fstab_for(binds: tuple[tuple[Path, Path], ...]) -> Path:
     """The fstab the sandbox mounts: each (host directory, mount point) bound read-only, then
     each world-writable directory shadowed by an empty tmpfs (binds first: a directory under
-    /tmp must be bound before /tmp is shadowed). One file per content, written when it is
-    missing (checked every time: a removed /var/lib/perfgym must not stop every sandbox)."""
+    /tmp must be bound before /tmp is shadowed). One file per content, named by its hash,
+    written when it is missing (looked for every time: a removed /var/lib/perfgym must not stop
+    every sandbox)."""
     lines = [f"{_fstab_field(src)} {_fstab_field(dst)} none bind,ro 0 0" for src, dst in binds]
     # (mount -a skips an entry whose source is already mounted on its target: the source
     # exists only inside the sandboxes' own private namespaces, and isolation() turns the
@@ -398,9 +399,8 @@ def fstab_for(binds: tuple[tuple[Path, Path], ...]) -> Path:
     lines += [f"{_SHADOW_SOURCE} {_fstab_field(d)} tmpfs size=64m,mode=1777 0 0"
               for d in _shadowed()]
     text = "\n".join(lines) + "\n"
-    import hashlib
-    path = FSTAB_DIR / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.fstab"
-    if not path.is_file() or path.read_text() != text:
+    path = FSTAB_DIR / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.fstab"  # its content
+    if not path.is_file():
         FSTAB_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
         tmp.write_text(text)
@@ -464,14 +464,14 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                 if key == "out" and not overflow.is_set():  # (the cap bounds `partial`)
                     partial.extend(chunk)
                     *lines, rest = partial.split(b"\n")
-                    had_markers = len(markers)
+                    known = len(markers)
                     markers.extend((arrived, line.decode(errors="replace")) for line in lines
                                    if line.startswith(RunResult.MARKER))
                     partial[:] = rest
-                    if markers and not had_markers:
+                    if markers and not known:
                         _time_markers_promptly()
                     if on_marker is not None:
-                        for _, line in markers[had_markers:]:
+                        for _, line in markers[known:]:
                             on_marker(line)
 
     def _time_markers_promptly() -> None:

@@ -195,7 +195,8 @@ def filter_pairs(pairs: list[Pair], config: EvalConfig = EvalConfig(),
 
 def split(pairs: list[Pair], seed: int = 42, test_fraction: float = 0.2
           ) -> tuple[list[Pair], list[Pair]]:
-    """Deterministic train/test split (KernelCompare's: seed 42, 80/20), independent of input order."""
+    """Deterministic train/test split (KernelCompare's: seed 42, 80/20), independent of input
+    order."""
     ordered = sorted(pairs, key=lambda p: (p.benchmark, p.file_id, p.slow, p.fast))
     random.Random(seed).shuffle(ordered)
     n_test = round(len(ordered) * test_fraction)

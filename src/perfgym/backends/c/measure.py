@@ -163,7 +163,7 @@ def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
             before = neighbours.snapshot()
             if attempt == 1 and prestarted is not None and prestarted.go():
                 rundir = prestarted.workdir
-                ran = _read_run(p, prestarted.wait(), order, outcome, workdir=rundir)
+                ran = _read_run(p, prestarted.wait(), order, outcome, False, rundir)
             else:
                 rundir = p.workdir
                 ran = _run_harness(p, order, outcome)
@@ -183,13 +183,13 @@ def _run_harness(p: Prepared, order: list[str], outcome, check_only: bool = Fals
     return _read_run(p, result, order, outcome, check_only, p.workdir)
 
 
-def _read_run(p: Prepared, result, order: list[str], outcome, check_only: bool = False,
-              workdir: Path | None = None):
+def _read_run(p: Prepared, result, order: list[str], outcome, check_only: bool,
+              workdir: Path):
     """_run_harness's reading of a finished run (its files in `workdir`)."""
     p.seconds["check" if check_only else "run"] = result.wall
     if failed := _run_failure(result, p.config, p.size, outcome):
         return failed
-    report = _read_report((workdir or p.workdir) / "result.txt", check=check_only)
+    report = _read_report(workdir / "result.txt", check=check_only)
     if report is None:
         return outcome(Status.RUNTIME_ERROR, "the run ended without a result (the kernel ended "
                        "the process)", result.stderr[-2000:])

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...config import EvalConfig
-from ...outcome import median_halfwidth
+from ...outcome import median_halfwidth, sign_test_rank
 from .tolerance import Judge, judge_for, mismatches
 from .channel import Tensor, Worker, WorkerDied, parse_metas
 
@@ -365,11 +365,5 @@ def speedup_lower_bound(ref: list[float], new: list[float], alpha: float = 0.001
     ref_i / new_i (a sign test: distribution-free). 0 when the rounds are too few to bound it,
     so a speedup is called "faster" only when the measurements show it, not the noise."""
     ratios = sorted(r / n for r, n in zip(ref, new) if n > 0)
-    m = len(ratios)
-    k, tail = 0, 0.0  # k: the largest count with P(Binomial(m, 1/2) < k) <= alpha
-    while k < m:
-        nxt = tail + math.comb(m, k) / 2 ** m
-        if nxt > alpha:
-            break
-        tail, k = nxt, k + 1
+    k = sign_test_rank(len(ratios), alpha)
     return ratios[k - 1] if k > 0 else 0.0
