@@ -2,6 +2,7 @@
 refinement against parallel sampling at test time. An experiment designed before it runs.
 
     python benchmarks/multiturn.py [--out runs/multiturn] [--seeds 1,2] [--steps 3]
+                                   [--arms control,single,multi,...]
                                    [--json benchmarks/results/multiturn.json] [--report-only]
 
 The measure is the learning experiment's (benchmarks/learning.py): a sample's speedup over the
@@ -18,6 +19,10 @@ damaged the model, and opened answers give the base model a reward spread to lea
             best turn. At most 2 x 2 = 4 answers per prompt, as single's 4: the same token
             budget per step (a trajectory that reaches the expert's speed stops early and
             spends less; the generated tokens are counted and reported)
+  multi_last, multi_discounted
+            as multi, with the last turn's score or the discounted mean (gamma 0.4) as the
+            return: which return to make the default (`--arms control,multi,multi_last,
+            multi_discounted` runs just the comparison of returns)
 
 Each trained policy is then measured on the training tasks' improve prompts at the training
 size (one turn, as the learning experiment), on a held-out task, and at test time on the
@@ -38,7 +43,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import learning as L  # noqa: E402  (the learning experiment's sampler, judge and plan)
 
-ARMS = {"single": {"turns": 1, "G": 4}, "multi": {"turns": 2, "G": 2, "turn_return": "best"}}
+ARMS = {"single": {"turns": 1, "G": 4},
+        "multi": {"turns": 2, "G": 2, "turn_return": "best"},
+        # the same trajectories under the two other returns (perfgym.train.turns), to choose
+        # the default by measurement
+        "multi_last": {"turns": 2, "G": 2, "turn_return": "last"},
+        "multi_discounted": {"turns": 2, "G": 2, "turn_return": "discounted", "gamma": 0.4}}
+RETURN_ARMS = ("multi", "multi_last", "multi_discounted")
 BUDGETS = (1, 2, 4)  # test-time answers per chain / per parallel group
 CHAINS_PER_TASK = 4
 PER_CELL = 16  # single-turn samples per seed and task (4 parallel groups of 4)
@@ -209,6 +220,17 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
         numbers["multi_vs_single"] = {k: L._finite(v) for k, v in b.items()}
         lines.append(f"\nmulti against single (training tasks): difference {b['diff']:+.3f} "
                      f"[{b['diff_low']:+.3f}, {b['diff_high']:+.3f}]")
+    # the returns against each other (same prompts and sampler seeds at evaluation)
+    best = L.cells(out, "multi", seeds, "train")
+    for arm in RETURN_ARMS[1:]:
+        other = L.cells(out, arm, seeds, "train")
+        common = sorted(set(best) & set(other))
+        if common:
+            b = bootstrap({k: other[k] for k in common}, {k: best[k] for k in common})
+            numbers.setdefault("returns_vs_best", {})[arm] = {k: L._finite(v)
+                                                              for k, v in b.items()}
+            lines.append(f"{arm} against multi (return: best), training tasks: difference "
+                         f"{b['diff']:+.3f} [{b['diff_low']:+.3f}, {b['diff_high']:+.3f}]")
     lines += ["", "| arm | k | parallel: best of k | serial: best of k turns | serial - parallel "
               "[95% CI] |", "|---|---|---|---|---|"]
     for arm in ("control", *ARMS):
@@ -252,6 +274,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--steps", type=int, default=3, help="GRPO steps per arm and seed")
     ap.add_argument("--json", default=None, help="write the results here too")
+    ap.add_argument("--arms", default=",".join(("control", *ARMS)),
+                    help="which arms to train and evaluate (comma-separated)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--arm", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
     ap.add_argument("--eval", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
@@ -260,6 +284,11 @@ def main() -> None:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         print(f"--seeds takes comma-separated integers, got {args.seeds!r}", file=sys.stderr)
+        sys.exit(2)
+    arms = args.arms.split(",")
+    if unknown := [a for a in arms if a not in ("control", *ARMS)]:
+        print(f"--arms: {', '.join(unknown)} not among control, {', '.join(ARMS)}",
+              file=sys.stderr)
         sys.exit(2)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -283,7 +312,8 @@ def main() -> None:
         for attempt in range(3):
             try:
                 subprocess.run([sys.executable, __file__, "--out", str(out), "--seeds",
-                                args.seeds, "--steps", str(args.steps), *extra], check=True,
+                                args.seeds, "--steps", str(args.steps), "--arms", args.arms,
+                                *extra], check=True,
                                timeout=timeout)
                 break
             except subprocess.TimeoutExpired:
@@ -299,12 +329,12 @@ def main() -> None:
         log(f"pilot: mean {plan['pilot_mean']:.3f}, SD {plan['pilot_sd']:.3f}; +16% needs "
             f"{plan['samples_needed_for_16pct']} samples per arm")
         for seed in seeds:
-            for arm in ARMS:
+            for arm in (a for a in arms if a != "control"):
                 if not (out / f"{arm}_seed{seed}" / "done").exists():
                     log(f"GRPO {arm}, seed {seed} ({args.steps} steps)")
                     child("--arm", arm, str(seed))
         for seed in seeds:
-            for arm in ("control", *ARMS):
+            for arm in arms:
                 if not (out / "eval" / f"{arm}_seed{seed}.json").exists():
                     log(f"evaluating {arm}, seed {seed}")
                     child("--eval", arm, str(seed), timeout=EVAL_TIMEOUT)

@@ -122,7 +122,8 @@ config = EvalConfig(use_cache=False, compare_baseline=False, timeout=60.0, max_t
 evaluate(task, task.baseline.read_text(), {k: 8 for k in size}, config)  # imports, probes
 real_popen = subprocess.Popen
 # the harness's peak RSS, from a parent that waits for it (as GNU time would, without it)
-PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[2:]); "
+# (close_fds=False: the harness must inherit the pipe its word to go comes on)
+PEAK = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[2:], close_fds=False); "
         "open(sys.argv[1], 'a').write("
         "str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + '\\n'); "
         "sys.exit(r.returncode)")
