@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -28,36 +24,14 @@ pytest.importorskip("fastapi", reason="transformers serve needs the serve extra:
                     "pip install 'perfgym[serve]'")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
+    from model_server import transformers_serve
+
     from perfgym.models import resolve_model
     model = str(resolve_model(quiet=True))
-    exe = shutil.which("transformers") or str(Path(sys.executable).parent / "transformers")
-    port = _free_port()
-    proc = subprocess.Popen([exe, "serve", model, "--host", "127.0.0.1", "--port", str(port),
-                             "--device", "cpu"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail("transformers serve exited: " + proc.stderr.read().decode()[-2000:])
-            time.sleep(1)
-    else:
-        proc.kill()
-        pytest.fail("transformers serve did not answer /health within 300 s")
-    yield {"url": f"http://127.0.0.1:{port}", "model": model}
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=30)
+    with transformers_serve(model) as url:
+        yield {"url": url, "model": model}
 
 
 class FaultProxy:

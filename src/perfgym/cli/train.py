@@ -59,8 +59,12 @@ def train_grpo(
     vllm: Optional[str] = typer.Option(None, help="server or colocate (fixed mode)"),
     vllm_server_url: Optional[str] = typer.Option(None),
     engine: Optional[str] = typer.Option(None, help="fixed mode's generation: openvino (the "
-                                         "fast CPU engine) or transformers (default: openvino "
-                                         "for the default model when installed)"),
+                                         "fast CPU engine), transformers, or server (an "
+                                         "OpenAI-compatible server at --server-url; default: "
+                                         "openvino for the default model when installed)"),
+    server_url: Optional[str] = typer.Option(None, help="--engine server: the server's /v1 "
+                                             "address (it must load a model by path, as "
+                                             "transformers serve does)"),
     save_steps: int = typer.Option(50),
     templates: Optional[Path] = typer.Option(None, help="prompt template directory"),
     sizes: Optional[str] = typer.Option(None, help="reward on a size set of the task: default "
@@ -74,7 +78,7 @@ def train_grpo(
         "default model in fixed mode)"),
     turns: int = typer.Option(1, help="multi-turn: turns per rollout, each later one "
                               "answering the gym's feedback on the one before (fixed mode, "
-                              "the openvino engine)"),
+                              "the openvino or server engine)"),
     turn_return: str = typer.Option("best", help="a trajectory's reward: best, last or "
                                     "discounted (a repeated kernel adds nothing)"),
     gamma: float = typer.Option(0.4, help="the discount of --turn-return discounted"),
@@ -91,6 +95,8 @@ def train_grpo(
     from ..train import grpo
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    if engine is None and server_url:
+        engine = "server"
     if engine is None:
         from ..engine.openvino import available
         engine = ("openvino" if available() and mode == "fixed" and vllm is None
@@ -102,7 +108,8 @@ def train_grpo(
         max_completion_length=max_completion_length, temperature=temperature, top_k=top_k,
         top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
         lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
-        vllm_server_url=vllm_server_url, engine=engine, save_steps=save_steps,
+        vllm_server_url=vllm_server_url, engine=engine, server_url=server_url,
+        save_steps=save_steps,
         templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
         answer_start=(model_path is None and mode == "fixed") if answer_start is None
         else answer_start, turns=turns, turn_return=turn_return, gamma=gamma, bf16=bf16,

@@ -62,6 +62,28 @@ class OpenAIPolicy:
         return asyncio.run(self._generate_all(prompts, n, sampling,
                                               openings or [None] * len(prompts)))
 
+    def complete(self, texts: list[str], seeds: list[int | None],
+                 **sampling: Any) -> list[tuple[str, str]]:
+        """One continuation of each text as it stands (a prompt already rendered, sent to the
+        legacy completions endpoint), each with its own seed, and why it stopped ("stop",
+        "length"; "refused" with the server's reason as the text). GRPO's server rollouts
+        (perfgym.train.server_engine) send token contexts this way."""
+        return asyncio.run(self._complete_all(texts, seeds, sampling))
+
+    async def _complete_all(self, texts: list[str], seeds: list[int | None],
+                            sampling: dict[str, Any]) -> list[tuple[str, str]]:
+        from openai import AsyncOpenAI
+        client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0,
+                             timeout=self.timeout)
+        limit = asyncio.Semaphore(self.concurrency)
+        try:
+            replies = await asyncio.gather(*(self._request(
+                client, limit, text, 1, sampling if seed is None else {**sampling, "seed": seed},
+                raw=True) for text, seed in zip(texts, seeds)))
+        finally:
+            await client.close()
+        return [r[0] if r else ("", "empty") for r in replies]
+
     async def _generate_all(self, prompts: list[str], n: int, sampling: dict[str, Any],
                             openings: list[str | None]) -> list[list[str]]:
         from openai import AsyncOpenAI
@@ -94,11 +116,14 @@ class OpenAIPolicy:
         return texts[:n]
 
     async def _request(self, client, limit, prompt: str, n: int,
-                       sampling: dict[str, Any], opening: str | None = None) -> list[str]:
+                       sampling: dict[str, Any], opening: str | None = None,
+                       raw: bool = False) -> list:
+        """n answers to `prompt` (a user message; `raw`: a rendered prompt, answered with
+        (text, why it stopped) pairs)."""
         import openai
         messages = ([{"role": "system", "content": self.system_prompt}]
                     if self.system_prompt else []) + [{"role": "user", "content": prompt}]
-        rendered = self._render(prompt, opening) if opening else None
+        rendered = prompt if raw else self._render(prompt, opening) if opening else None
         params = {k: v for k, v in sampling.items()
                   if k in ("temperature", "top_p", "max_tokens", "seed", "stop") and v is not None}
         # not in OpenAI's API; vLLM, SGLang, llama.cpp and transformers serve read them
@@ -122,6 +147,8 @@ class OpenAIPolicy:
                             model=self.model, messages=messages, n=n, **params)
                         texts = [(c.message.content or "", c.finish_reason)
                                  for c in reply.choices]
+                if raw:
+                    return [(t, reason or "stop") for t, reason in texts]
                 if opening:
                     from ..opening import closed
                     return [closed(t, reason == "stop") for t, reason in texts]
@@ -144,7 +171,8 @@ class OpenAIPolicy:
                     params.pop("extra_body")
                     continue
                 # this prompt only (too long, a value the server rejects): its candidates fail
-                return [f"[the server refused this request ({exc.status_code}): {said}]"] * n
+                refusal = f"[the server refused this request ({exc.status_code}): {said}]"
+                return [(refusal, "refused")] * n if raw else [refusal] * n
             except openai.APIStatusError as exc:
                 raise PolicyError(f"{self.base_url or 'the API'} refused the request "
                                   f"({exc.status_code}): {exc.message}") from None

@@ -43,8 +43,11 @@ class EngineRollout:
 
     def __init__(self, template_gguf: str, G: int, max_new_tokens: int, temperature: float,
                  top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, seed: int = 0,
-                 extra_fields=None, stop: tuple[str, ...] = ()) -> None:
+                 extra_fields=None, stop: tuple[str, ...] = (), make_engine=None) -> None:
         self.template = template_gguf
+        # the engine the samples come from: by default the fast CPU engine; or an
+        # OpenAI-compatible server (perfgym.train.server_engine)
+        self.make_engine = make_engine or (lambda: OpenVINOEngine(template_gguf))
         self.G, self.max_new_tokens = G, max_new_tokens
         self.temperature, self.top_k, self.top_p, self.min_p = temperature, top_k, top_p, min_p
         self.seed = seed
@@ -63,7 +66,7 @@ class EngineRollout:
         model = trainer.accelerator.unwrap_model(trainer.model)
         state = merged_state(model)
         if self.engine is None:
-            self.engine = OpenVINOEngine(self.template)
+            self.engine = self.make_engine()
         self.engine.load_weights(state, self.template)
         self.synced_step = step
         self.seconds["sync"] += time.monotonic() - started

@@ -77,8 +77,11 @@ class GRPOSettings:
     # completions of ~1,100 tokens at once took > 23 GB of activations (killed)
     micro_batch: int | None = None
     # fixed mode's generation: "transformers" (TRL's own), or "openvino": the fast CPU engine
-    # (perfgym.engine), the whole step in one call from the trainer's current weights
+    # (perfgym.engine), the whole step in one call from the trainer's current weights, or
+    # "server": an OpenAI-compatible server at server_url that loads the step's weights by
+    # path (perfgym.train.server_engine)
     engine: str = "transformers"
+    server_url: str | None = None
     vllm: str | None = None  # None: transformers generation; "server" or "colocate"
     vllm_server_url: str | None = None
     save_steps: int = 50
@@ -118,18 +121,22 @@ class GRPOSettings:
             raise ValueError("vllm is 'server' or 'colocate' (or unset)")
         if not (0.0 < self.top_p <= 1.0 and 0.0 <= self.min_p < 1.0 and self.top_k >= 0):
             raise ValueError("top_p is in (0, 1], min_p in [0, 1), top_k >= 0")
-        if self.engine not in ("transformers", "openvino"):
-            raise ValueError(f"engine {self.engine!r} is not 'transformers' or 'openvino'")
-        if self.engine == "openvino" and (self.mode != "fixed" or self.vllm):
-            raise ValueError("the openvino engine generates fixed mode's rollouts (not sqd "
-                             "mode's, and not beside vLLM)")
+        if self.engine not in ("transformers", "openvino", "server"):
+            raise ValueError(f"engine {self.engine!r} is not 'transformers', 'openvino' or "
+                             "'server'")
+        if self.engine in ("openvino", "server") and (self.mode != "fixed" or self.vllm):
+            raise ValueError(f"the {self.engine} engine generates fixed mode's rollouts (not "
+                             "sqd mode's, and not beside vLLM)")
+        if (self.engine == "server") != bool(self.server_url):
+            raise ValueError("the server engine needs server_url (an OpenAI-compatible "
+                             "server's /v1 address), and server_url needs engine 'server'")
         if self.turns < 1:
             raise ValueError(f"turns {self.turns}: a rollout has at least one turn")
         if self.turns > 1:
             from .turns import RETURNS, TURN_SCHEMES
-            if self.mode != "fixed" or self.engine != "openvino":
+            if self.mode != "fixed" or self.engine not in ("openvino", "server"):
                 raise ValueError("multi-turn rollouts (turns > 1) run in fixed mode on the "
-                                 "openvino engine")
+                                 "openvino or the server engine")
             if self.reward not in TURN_SCHEMES:
                 raise ValueError(f"multi-turn scores each turn alone: the reward is one of "
                                  f"{', '.join(TURN_SCHEMES)}, not {self.reward!r}")
@@ -416,27 +423,37 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         texts = list(reward.prompts)
         prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
-        if settings.engine == "openvino" and settings.turns > 1:
+        make_engine = None  # the fast CPU engine
+        if settings.engine == "server":
+            from functools import partial
+
+            from .server_engine import ServerEngine
+            make_engine = partial(ServerEngine, settings.server_url, out / "server-weights",
+                                  model.config, tokenizer)
+        if settings.engine in ("openvino", "server"):
             from ..models import shipped_gguf
+            # the fast engine's GGUF template (a server loads checkpoints instead)
+            template = str(shipped_gguf()) if settings.engine == "openvino" else ""
+        if settings.engine in ("openvino", "server") and settings.turns > 1:
             from .multiturn import MultiTurnRollout
             templates = Path(settings.templates) if settings.templates else None
             users = {t.name: task_prompt(t, settings.prompt_op, settings.stage, machine,
                                          eval_config, templates)
                      for t, _ in reward.prompts.values()}
             rollout = MultiTurnRollout(
-                str(shipped_gguf()), settings.G, settings.max_completion_length,
+                template, settings.G, settings.max_completion_length,
                 settings.temperature, settings.top_k, settings.top_p, settings.min_p,
                 settings.seed, STOP if settings.answer_start else (), settings.turns,
                 settings.turn_return, settings.gamma, settings.reward, reward.prompts, users,
-                eval_config, store, machine, size_set, settings.stage, executor)
-        elif settings.engine == "openvino":
-            from ..models import shipped_gguf
+                eval_config, store, machine, size_set, settings.stage, executor, make_engine)
+        elif settings.engine in ("openvino", "server"):
             from .engine_rollout import EngineRollout
-            rollout = EngineRollout(str(shipped_gguf()), settings.G,
+            rollout = EngineRollout(template, settings.G,
                                     settings.max_completion_length, settings.temperature,
                                     settings.top_k, settings.top_p, settings.min_p,
                                     seed=settings.seed,
-                                    stop=STOP if settings.answer_start else ())
+                                    stop=STOP if settings.answer_start else (),
+                                    make_engine=make_engine)
     else:
         engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
                         templates=Path(settings.templates) if settings.templates else None,

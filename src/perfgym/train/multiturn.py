@@ -80,9 +80,10 @@ class MultiTurnRollout(EngineRollout):
                  eval_config: EvalConfig,
                  store: Any, machine: dict[str, Any], sizes: list | None = None,
                  stage: int | None = None,
-                 executor: Callable[..., list[Outcome]] = evaluate_many) -> None:
+                 executor: Callable[..., list[Outcome]] = evaluate_many,
+                 make_engine=None) -> None:
         super().__init__(template_gguf, G, max_new_tokens, temperature, top_k, top_p, min_p,
-                         seed=seed, stop=stop)
+                         seed=seed, stop=stop, make_engine=make_engine)
         self.turns, self.turn_return, self.gamma = turns, turn_return, gamma
         self.scheme, self.prompts, self.eval_config = scheme, prompts, eval_config
         self.user_prompts = user_prompts  # task name -> its first turn's user prompt
