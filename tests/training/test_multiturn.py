@@ -47,3 +47,54 @@ def test_turns_are_judged_stored_and_masked(tmp_path):
     again = grpo.train(settings, resume=True)
     assert len([c for c in again.store.candidates() if c.slot.startswith("grpo:mt:")]) == \
         len(turns)
+
+
+@pytest.mark.slow
+def test_three_turns_from_the_command_line_continue_after_kill_9(tmp_path):
+    """`perfgym train grpo --turns 3` on the default model, killed with SIGKILL once its first
+    step is saved and run again with --resume: it finishes, every turn is stored once, and
+    every later turn follows the one before."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from perfgym.store import RunStore
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "perfgym.cli", "train", "grpo", "--task", "dot", "--turns", "3",
+           "--steps", "2", "--G", "2", "--max-completion-length", "48", "--lora",
+           "--save-steps", "1", "--prompt-op", "improve", "--temperature", "0.7",
+           "--output-dir", str(out)]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    saved = out / "checkpoints" / "checkpoint-1"
+    deadline = time.monotonic() + 900
+    while not saved.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert saved.exists(), proc.stderr.read().decode()[-3000:] if proc.poll() else "no step"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "final").exists()  # killed before the end: the resume has work to do
+    store = RunStore(out)
+    first_step = sorted(c.slot for c in store.candidates() if c.slot.startswith("grpo:mt:0:"))
+    store.close()
+    assert first_step
+
+    r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "final").exists() and (out / "checkpoints" / "checkpoint-2").exists()
+    store = RunStore(out)
+    turns = [c for c in store.candidates() if c.slot.startswith("grpo:mt:")]
+    store.close()
+    slots = [c.slot for c in turns]
+    assert len(slots) == len(set(slots))  # nothing stored twice
+    assert sorted(s for s in slots if s.startswith("grpo:mt:0:")) == first_step
+    assert any(s.startswith("grpo:mt:1:") for s in slots)  # the step after the kill ran
+    by_slot = {c.slot: c for c in turns}
+    for c in turns:
+        step, trajectory, turn = c.slot.split(":")[2:]
+        assert c.outcome is not None and int(turn) <= 2
+        if turn != "0":
+            before = by_slot[f"grpo:mt:{step}:{trajectory}:{int(turn) - 1}"]
+            assert c.parent_id == before.id
