@@ -137,12 +137,17 @@ def high_water():
     return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status")
                 if line.startswith("VmHWM:"))
 # the peak so far (the warm-up may have probed the machine with a large buffer) is not this
-# evaluation's: start the high-water mark afresh (Linux: "5" resets VmHWM)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
-before = int(open("/proc/self/statm").read().split()[1]) * 4096
-outcome = evaluate(task, task.baseline.read_text(), size, config)
-driver = high_water() - before
+# evaluation's: start the high-water mark afresh (Linux: "5" resets VmHWM). A timing verdict
+# of a busy machine (the parent's clock read late) is no news about memory: run it again.
+for attempt in range(3):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = int(open("/proc/self/statm").read().split()[1]) * 4096
+    outcome = evaluate(task, task.baseline.read_text(), size, config)
+    driver = high_water() - before
+    if outcome.status.value == "OK":
+        break
+    print("attempt", attempt + 1, outcome.status.value, outcome.message, file=sys.stderr)
 harness = max(int(x) for x in open(sys.argv[3]).read().split()) * 1024
 print(json.dumps({"status": outcome.status.value, "message": outcome.message,
                   "driver": driver, "harness": harness}))
