@@ -11,9 +11,9 @@ pytest.importorskip("openai", reason="the llm extra is not installed: pip instal
 def test_the_server_engine_is_asked_for_as_its_settings_say():
     from perfgym.train import grpo
     base = dict(model_path=None, task="dot", output_dir="unused")
-    with pytest.raises(ValueError, match="needs server_url"):
+    with pytest.raises(ValueError, match="needs a server URL"):
         grpo.GRPOSettings(**base, engine="server")
-    with pytest.raises(ValueError, match="server_url needs engine 'server'"):
+    with pytest.raises(ValueError, match="a server URL needs --engine server"):
         grpo.GRPOSettings(**base, engine="openvino", server_url="http://127.0.0.1:1/v1")
     with pytest.raises(ValueError, match="fixed mode's rollouts"):
         grpo.GRPOSettings(**base, engine="server", server_url="http://127.0.0.1:1/v1",

@@ -128,8 +128,9 @@ class GRPOSettings:
             raise ValueError(f"the {self.engine} engine generates fixed mode's rollouts (not "
                              "sqd mode's, and not beside vLLM)")
         if (self.engine == "server") != bool(self.server_url):
-            raise ValueError("the server engine needs server_url (an OpenAI-compatible "
-                             "server's /v1 address), and server_url needs engine 'server'")
+            raise ValueError("the server engine needs a server URL (--server-url: an "
+                             "OpenAI-compatible server's /v1 address), and a server URL needs "
+                             "--engine server")
         if self.turns < 1:
             raise ValueError(f"turns {self.turns}: a rollout has at least one turn")
         if self.turns > 1:
