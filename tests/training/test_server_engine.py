@@ -2,6 +2,8 @@
 one: `transformers serve` with no model pinned, handed the trainer's weights by path."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
@@ -59,9 +61,10 @@ def test_the_server_samples_from_the_weights_it_was_handed(tmp_path):
     from perfgym.train.server_engine import ServerEngine
     path = str(resolve_model(quiet=True))
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": "Name three colours."}],
-                                        add_generation_prompt=True)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Name three colours."}],
+                                         add_generation_prompt=True, tokenize=False)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     base = _greedy_local(model, ids, 12)
     with transformers_serve() as url:
         engine = ServerEngine(url + "/v1", tmp_path / "weights", model.config, tokenizer)
@@ -104,6 +107,9 @@ def test_multi_turn_grpo_on_the_server_stores_every_turn(tmp_path):
         if not c.slot.endswith(":0"):  # a later turn answers the gym's feedback on its parent
             assert c.parent_id is not None and c.op in ("improve", "repair")
     # the step's weights were written for the server and named in its requests
-    assert (tmp_path / "run" / "server-weights" / "weights-1" / "model.safetensors").exists()
-    assert run.rollout.engine.policy.model.endswith("weights-1")
+    weights = tmp_path / "run" / "server-weights" / "weights-1"
+    assert (weights / "model.safetensors").exists()
+    assert run.rollout.engine.policy.model == str(weights)
+    # the server generates with its KV cache (the trainer's is off, for checkpointing)
+    assert json.loads((weights / "config.json").read_text())["use_cache"] is True
     assert (tmp_path / "run" / "final").exists()
