@@ -328,12 +328,11 @@ def main() -> None:
         plan = L.run_pilot(out, base_model(), seeds, max_samples=L.MIN_SAMPLES)
         log(f"pilot: mean {plan['pilot_mean']:.3f}, SD {plan['pilot_sd']:.3f}; +16% needs "
             f"{plan['samples_needed_for_16pct']} samples per arm")
-        for seed in seeds:
+        for seed in seeds:  # a seed whole (trained, then evaluated) before the next
             for arm in (a for a in arms if a != "control"):
                 if not (out / f"{arm}_seed{seed}" / "done").exists():
                     log(f"GRPO {arm}, seed {seed} ({args.steps} steps)")
                     child("--arm", arm, str(seed))
-        for seed in seeds:
             for arm in arms:
                 if not (out / "eval" / f"{arm}_seed{seed}.json").exists():
                     log(f"evaluating {arm}, seed {seed}")
