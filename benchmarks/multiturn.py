@@ -23,6 +23,8 @@ damaged the model, and opened answers give the base model a reward spread to lea
             as multi, with the last turn's score or the discounted mean (gamma 0.4) as the
             return: which return to make the default (`--arms control,multi,multi_last,
             multi_discounted` runs just the comparison of returns)
+  single_g2 one turn in groups of G = 2, each task's prompt twice per step: multi's group
+            size and answers per step, without the feedback and the second turn
 
 Each trained policy is then measured on the training tasks' improve prompts at the training
 size (one turn, as the learning experiment), on a held-out task, and at test time on the
@@ -48,7 +50,10 @@ ARMS = {"single": {"turns": 1, "G": 4},
         # the same trajectories under the two other returns (perfgym.train.turns), to choose
         # the default by measurement
         "multi_last": {"turns": 2, "G": 2, "turn_return": "last"},
-        "multi_discounted": {"turns": 2, "G": 2, "turn_return": "discounted", "gamma": 0.4}}
+        "multi_discounted": {"turns": 2, "G": 2, "turn_return": "discounted", "gamma": 0.4},
+        # multi's group size and answers per step without a second turn: each task's prompt
+        # twice per step in groups of 2 (is multi's gain the feedback, or the group of 2?)
+        "single_g2": {"turns": 1, "G": 2, "groups_per_step": 2 * len(L.TRAIN_TASKS)}}
 RETURN_ARMS = ("multi", "multi_last", "multi_discounted")
 BUDGETS = (1, 2, 4)  # test-time answers per chain / per parallel group
 CHAINS_PER_TASK = 4
@@ -106,6 +111,42 @@ def generated_tokens(out: Path, arm: str, seed: int) -> dict:
         answers += 1
     store.close()
     return {"tokens": tokens, "answers": answers}
+
+
+def returns_in_training(out: Path, arm: str, seed: int) -> dict:
+    """How often the three returns would have told a trajectory apart in this arm's training:
+    from the stored turns, each trajectory's best, last and discounted return. When they are
+    equal (a second turn that repeats the first, or scores the same), the choice of return
+    cannot change the step."""
+    from perfgym.backends import backend_for
+    from perfgym.extract import FormatError
+    from perfgym.store import RunStore
+    from perfgym.tasks import get_task
+    from perfgym.train.turns import RETURNS, Turn, trajectory_return
+    store = RunStore(out / f"{arm}_seed{seed}")
+    trajectories: dict[tuple[str, str], dict[int, Turn]] = {}
+    for c in store.candidates():
+        if not c.slot.startswith("grpo:mt:") or c.reward is None or not c.outcome:
+            continue
+        _, _, step, index, turn = c.slot.split(":")
+        task = get_task(c.outcome["task"])
+        try:
+            kernel = backend_for(task).key_text(task, backend_for(task).extract(task,
+                                                                                  c.completion))
+        except FormatError:
+            kernel = None
+        trajectories.setdefault((step, index), {})[int(turn)] = Turn(kernel, c.status or "",
+                                                                    c.reward)
+    store.close()
+    counts = {"trajectories": 0, "repeated_kernel": 0, "returns_differ": 0}
+    for turns in trajectories.values():
+        ordered = [turns[k] for k in sorted(turns)]
+        counts["trajectories"] += 1
+        counts["repeated_kernel"] += any(t.kernel is not None and t.kernel == ordered[0].kernel
+                                         for t in ordered[1:])
+        values = {round(trajectory_return(ordered, kind), 9) for kind in RETURNS}
+        counts["returns_differ"] += len(values) > 1
+    return counts
 
 
 def serial_chains(model: Path, seed: int) -> list[dict]:
@@ -212,14 +253,16 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
                          f"{row['trained']:.3f} | {L._pct(b['gain'])} [{L._pct(b['gain_low'])},"
                          f" {L._pct(b['gain_high'])}] | {b['diff']:+.3f} [{b['diff_low']:+.3f},"
                          f" {b['diff_high']:+.3f}] |")
-    # multi against single directly (same prompts and sampler seeds at evaluation)
-    single, multi = L.cells(out, "single", seeds, "train"), L.cells(out, "multi", seeds, "train")
-    common = sorted(set(single) & set(multi))
-    if common:
-        b = bootstrap({k: multi[k] for k in common}, {k: single[k] for k in common})
-        numbers["multi_vs_single"] = {k: L._finite(v) for k, v in b.items()}
-        lines.append(f"\nmulti against single (training tasks): difference {b['diff']:+.3f} "
-                     f"[{b['diff_low']:+.3f}, {b['diff_high']:+.3f}]")
+    # multi against the single-turn arms directly (same prompts and sampler seeds at evaluation)
+    multi = L.cells(out, "multi", seeds, "train")
+    for arm in ("single", "single_g2"):
+        single = L.cells(out, arm, seeds, "train")
+        common = sorted(set(single) & set(multi))
+        if common:
+            b = bootstrap({k: multi[k] for k in common}, {k: single[k] for k in common})
+            numbers[f"multi_vs_{arm}"] = {k: L._finite(v) for k, v in b.items()}
+            lines.append(f"\nmulti against {arm} (training tasks): difference "
+                         f"{b['diff']:+.3f} [{b['diff_low']:+.3f}, {b['diff_high']:+.3f}]")
     # the returns against each other (same prompts and sampler seeds at evaluation)
     best = L.cells(out, "multi", seeds, "train")
     for arm in RETURN_ARMS[1:]:
@@ -231,6 +274,15 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
                                                               for k, v in b.items()}
             lines.append(f"{arm} against multi (return: best), training tasks: difference "
                          f"{b['diff']:+.3f} [{b['diff_low']:+.3f}, {b['diff_high']:+.3f}]")
+    for arm in RETURN_ARMS:
+        counts = [returns_in_training(out, arm, s) for s in seeds
+                  if (out / f"{arm}_seed{s}" / "done").exists()]
+        if counts:
+            total = {k: sum(c[k] for c in counts) for k in counts[0]}
+            numbers.setdefault("returns_in_training", {})[arm] = total
+            lines.append(f"{arm} in training: the three returns differ on "
+                         f"{total['returns_differ']} of {total['trajectories']} trajectories; "
+                         f"{total['repeated_kernel']} second turns repeat the first kernel")
     lines += ["", "| arm | k | parallel: best of k | serial: best of k turns | serial - parallel "
               "[95% CI] |", "|---|---|---|---|---|"]
     for arm in ("control", *ARMS):
