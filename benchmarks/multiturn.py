@@ -263,13 +263,12 @@ def report(out: Path, seeds: list[int], plan: dict, wall: float,
             numbers[f"multi_vs_{arm}"] = {k: L._finite(v) for k, v in b.items()}
             lines.append(f"\nmulti against {arm} (training tasks): difference "
                          f"{b['diff']:+.3f} [{b['diff_low']:+.3f}, {b['diff_high']:+.3f}]")
-    # the returns against each other (same prompts and sampler seeds at evaluation)
-    best = L.cells(out, "multi", seeds, "train")
+    # the other returns against best (multi; same prompts and sampler seeds at evaluation)
     for arm in RETURN_ARMS[1:]:
         other = L.cells(out, arm, seeds, "train")
-        common = sorted(set(best) & set(other))
+        common = sorted(set(multi) & set(other))
         if common:
-            b = bootstrap({k: other[k] for k in common}, {k: best[k] for k in common})
+            b = bootstrap({k: other[k] for k in common}, {k: multi[k] for k in common})
             numbers.setdefault("returns_vs_best", {})[arm] = {k: L._finite(v)
                                                               for k, v in b.items()}
             lines.append(f"{arm} against multi (return: best), training tasks: difference "
