@@ -49,6 +49,17 @@ def test_turns_are_judged_stored_and_masked(tmp_path):
         len(turns)
 
 
+def test_resume_skips_a_checkpoint_whose_save_was_cut_short(tmp_path):
+    from perfgym.train.grpo import last_complete_checkpoint
+    assert last_complete_checkpoint(tmp_path) is None
+    for step in (1, 2, 10):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-11").mkdir()  # killed while saving: no state file yet
+    (tmp_path / "checkpoint-x").mkdir()
+    assert last_complete_checkpoint(tmp_path) == tmp_path / "checkpoint-10"  # 10 > 2, as numbers
+
+
 @pytest.mark.slow
 def test_three_turns_from_the_command_line_continue_after_kill_9(tmp_path):
     """`perfgym train grpo --turns 3` on the default model, killed with SIGKILL once its first
@@ -68,11 +79,12 @@ def test_three_turns_from_the_command_line_continue_after_kill_9(tmp_path):
            "--output-dir", str(out)]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    saved = out / "checkpoints" / "checkpoint-1"
+    saved = out / "checkpoints" / "checkpoint-1" / "trainer_state.json"  # (written last)
     deadline = time.monotonic() + 900
     while not saved.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert saved.exists(), proc.stderr.read().decode()[-3000:] if proc.poll() else "no step"
+    time.sleep(1)  # the state file's write done; the second step takes tens of seconds
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "final").exists()  # killed before the end: the resume has work to do

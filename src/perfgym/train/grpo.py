@@ -499,11 +499,22 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     return GRPORun(trainer, reward, rollout, store)
 
 
+def last_complete_checkpoint(directory: Path) -> Path | None:
+    """The newest checkpoint whose save finished, or None. The trainer writes its state file
+    last; a run killed while saving leaves a newer checkpoint without it, which transformers
+    would pick and fail to load."""
+    done = [p for p in directory.glob("checkpoint-*")
+            if p.name.removeprefix("checkpoint-").isdigit()
+            and (p / "trainer_state.json").is_file()]
+    return max(done, key=lambda p: int(p.name.removeprefix("checkpoint-")), default=None)
+
+
 def train(settings: GRPOSettings, resume: bool = False, model: Any = None,
           tokenizer: Any = None) -> GRPORun:
     run = build(settings, model, tokenizer)
-    checkpoint = resume and any((Path(settings.output_dir) / "checkpoints").glob("checkpoint-*"))
-    run.trainer.train(resume_from_checkpoint=True if checkpoint else None)
+    checkpoint = last_complete_checkpoint(Path(settings.output_dir) / "checkpoints") \
+        if resume else None
+    run.trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     run.trainer.save_model(str(Path(settings.output_dir) / "final"))
     return run
 
