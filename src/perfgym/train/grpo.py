@@ -424,37 +424,36 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         texts = list(reward.prompts)
         prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
-        make_engine = None  # the fast CPU engine
-        if settings.engine == "server":
-            from functools import partial
+        if settings.engine in ("openvino", "server"):  # rollouts generated in one call
+            if settings.engine == "openvino":
+                from ..models import shipped_gguf
+                template, make_engine = str(shipped_gguf()), None  # (the fast CPU engine)
+            else:  # a server loads checkpoints: no GGUF template
+                from functools import partial
 
-            from .server_engine import ServerEngine
-            make_engine = partial(ServerEngine, settings.server_url, out / "server-weights",
-                                  model.config, tokenizer)
-        if settings.engine in ("openvino", "server"):
-            from ..models import shipped_gguf
-            # the fast engine's GGUF template (a server loads checkpoints instead)
-            template = str(shipped_gguf()) if settings.engine == "openvino" else ""
-        if settings.engine in ("openvino", "server") and settings.turns > 1:
-            from .multiturn import MultiTurnRollout
-            templates = Path(settings.templates) if settings.templates else None
-            users = {t.name: task_prompt(t, settings.prompt_op, settings.stage, machine,
-                                         eval_config, templates)
-                     for t, _ in reward.prompts.values()}
-            rollout = MultiTurnRollout(
-                template, settings.G, settings.max_completion_length,
-                settings.temperature, settings.top_k, settings.top_p, settings.min_p,
-                settings.seed, STOP if settings.answer_start else (), settings.turns,
-                settings.turn_return, settings.gamma, settings.reward, reward.prompts, users,
-                eval_config, store, machine, size_set, settings.stage, executor, make_engine)
-        elif settings.engine in ("openvino", "server"):
-            from .engine_rollout import EngineRollout
-            rollout = EngineRollout(template, settings.G,
-                                    settings.max_completion_length, settings.temperature,
-                                    settings.top_k, settings.top_p, settings.min_p,
-                                    seed=settings.seed,
-                                    stop=STOP if settings.answer_start else (),
-                                    make_engine=make_engine)
+                from .server_engine import ServerEngine
+                template = ""
+                make_engine = partial(ServerEngine, settings.server_url,
+                                      out / "server-weights", model.config, tokenizer)
+            stop = STOP if settings.answer_start else ()
+            if settings.turns > 1:
+                from .multiturn import MultiTurnRollout
+                templates = Path(settings.templates) if settings.templates else None
+                users = {t.name: task_prompt(t, settings.prompt_op, settings.stage, machine,
+                                             eval_config, templates)
+                         for t, _ in reward.prompts.values()}
+                rollout = MultiTurnRollout(
+                    template, settings.G, settings.max_completion_length,
+                    settings.temperature, settings.top_k, settings.top_p, settings.min_p,
+                    settings.seed, stop, settings.turns, settings.turn_return, settings.gamma,
+                    settings.reward, reward.prompts, users, eval_config, store, machine,
+                    size_set, settings.stage, executor, make_engine)
+            else:
+                from .engine_rollout import EngineRollout
+                rollout = EngineRollout(template, settings.G, settings.max_completion_length,
+                                        settings.temperature, settings.top_k, settings.top_p,
+                                        settings.min_p, seed=settings.seed, stop=stop,
+                                        make_engine=make_engine)
     else:
         engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
                         templates=Path(settings.templates) if settings.templates else None,
