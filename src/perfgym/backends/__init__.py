@@ -75,9 +75,10 @@ class Backend:
         `perfgym eval --task T` and `bench-suite` run beside the expert)."""
         return task.baseline.read_text(), config
 
-    def answer_start(self, task) -> str | None:
-        """The start of an opened answer (perfgym.opening) for this backend's tasks, or None
-        when the backend does not open answers."""
+    def answer_start(self, task, stage: int | None = None) -> str | None:
+        """The start of an opened answer (perfgym.opening) for this backend's tasks at
+        optimization `stage` (None: no stage rules), or None when the backend does not open
+        answers."""
         return None
 
     def signature_problem(self, signature) -> str | None:

@@ -11,6 +11,8 @@ from .common import UserError, _guard, app, console
 
 pairs_app = typer.Typer(help="Slow/fast kernel pair datasets.", no_args_is_help=True)
 app.add_typer(pairs_app, name="pairs")
+
+
 @pairs_app.command("starter")
 @_guard
 def pairs_starter(out: Path = typer.Option(Path("pairs/starter.jsonl")),
@@ -103,3 +105,42 @@ def pairs_augment(source: Path = typer.Argument(...), out: Path = typer.Option(.
         raise UserError(str(exc)) from None
     n = write_pairs(out, new)
     console.print(f"wrote {n} new pairs to {out}", highlight=False)
+
+
+@pairs_app.command("from-runs")
+@_guard
+def pairs_from_runs_cmd(
+        run_dirs: list[Path] = typer.Argument(..., help="search run directories"),
+        out: Path = typer.Option(Path("pairs/from-runs.jsonl"), "--out", "-o"),
+        exclude: str = typer.Option("", help="comma-separated tasks never to take pairs from "
+                                    "(an experiment's held-out tasks)"),
+        min_speedup: float = typer.Option(
+            None, help="least speedup of a child over its parent (default 1.1: the noise of a "
+                       "C kernel's median)"),
+        as_json: bool = typer.Option(False, "--json", help="print counts as JSON")) -> None:
+    """Turn search runs' verified improvements into slow/fast pairs: each verified child and
+    its verified parent, the child faster by the evaluator's bound; held-out tasks excluded."""
+    import json
+    from collections import Counter
+
+    from ..train.pairs import RUN_PAIR_MARGIN, pairs_from_runs, write_pairs
+    margin = RUN_PAIR_MARGIN if min_speedup is None else min_speedup
+    if margin < 1.0:
+        raise UserError(f"--min-speedup is at least 1 (a pair's fast kernel is faster), not "
+                        f"{margin:g}")
+    for d in run_dirs:
+        if not d.is_dir():
+            raise UserError(f"{d} is not a directory: give search run directories")
+    excluded = [t.strip() for t in exclude.split(",") if t.strip()]
+    try:
+        pairs = pairs_from_runs(run_dirs, excluded, margin)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    n = write_pairs(out, pairs)
+    per_task = Counter(p.task for p in pairs)
+    if as_json:
+        print(json.dumps({"out": str(out), "pairs": n, "per_task": dict(sorted(per_task.items())),
+                          "excluded": excluded}))
+        return
+    counts = ", ".join(f"{t} {k}" for t, k in sorted(per_task.items()))
+    console.print(f"wrote {n} pairs to {out}" + (f" ({counts})" if n else ""), highlight=False)

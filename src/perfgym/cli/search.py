@@ -154,11 +154,15 @@ def search_cmd(
     if policy is None:
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else default_local_policy())
-    local_default = policy in ("hf", "openvino") and model_path is None
-    from ..models import DEFAULT_MODEL, DEFAULT_SAMPLING
+    from ..models import (ModelUnavailable, default_sampling, is_named, model_identity,
+                          model_title)
+    local = policy in ("hf", "openvino")
+    # a named local model (none given: the default) samples and opens as measured for it
+    local_default = local and is_named(model_path)
+    measured = default_sampling(model_path) if local_default else None
     given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
              "max_tokens": max_tokens}
-    chosen = {**(DEFAULT_SAMPLING if local_default else
+    chosen = {**(measured if local_default else
                  {"temperature": 1.0, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
                   "max_tokens": 2048}),
               **{k: v for k, v in given.items() if v is not None}}
@@ -168,14 +172,14 @@ def search_cmd(
     if answer_start is None:
         answer_start = local_default
     if grammar is None:
-        grammar = bool(local_default and policy == "openvino" and DEFAULT_SAMPLING["grammar"])
+        grammar = bool(local_default and policy == "openvino" and measured["grammar"])
     if grammar and not (answer_start and policy == "openvino"):
         raise UserError("--grammar constrains opened answers on the openvino policy: add "
                         "--answer-start and --policy openvino, or drop --grammar")
     if answer_start and policy == "replay":
         raise UserError("--answer-start: replayed answers are whole answers already; drop it")
-    if iterations is None:
-        iterations = 1 if local_default else 3
+    if iterations is None:  # the 135M model: a short first run
+        iterations = 1 if local_default and model_path is None else 3
     if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
         raise UserError("--top-p is in (0, 1], --min-p in [0, 1), --top-k >= 0 and "
                         "--repetition-penalty > 0")
@@ -197,8 +201,7 @@ def search_cmd(
         raise UserError("--ratios takes three numbers and --stages integers, comma-separated")
     size_set = _search_sizes(t, sizes)
     # the model's name, for the report: the default model when no model was given
-    model_name = model or (str(model_path) if model_path else
-                           DEFAULT_MODEL if local_default else None)
+    model_name = model or (model_title(model_path) if local else None)
     config = {"task": t.name, "algo": algo, "policy": policy, "model": model_name,
               "iterations": iterations, "G": g, "ratios": list(ratio_values),
               "stages": list(stage_values), "n": n, "turns": turns, "chains": chains,
@@ -210,6 +213,11 @@ def search_cmd(
         config["sizes"] = sizes
     if answer_start:
         config["answer_start"] = True
+    if local:  # which weights, exactly: name, size and SHA-256
+        try:
+            config["model_id"] = model_identity(model_path)
+        except (ModelUnavailable, OSError) as exc:
+            raise UserError(str(exc)) from None
     if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
         config["evolve"] = {"islands": islands, "generations": generations,
                             "children": children, "migrate_every": migrate_every,
@@ -236,6 +244,8 @@ def search_cmd(
         previous.close()
         if started_with and local_default and started_with.get("model") is None:
             started_with["model"] = model_name  # (runs from before the name was recorded)
+        if started_with and "model_id" in config and "model_id" not in started_with:
+            started_with["model_id"] = config["model_id"]  # (runs from before it was)
         if started_with not in (None, config):
             raise UserError(f"{run_dir} was started with other settings; resume with the "
                             "same options (see `perfgym report`)")

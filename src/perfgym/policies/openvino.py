@@ -1,10 +1,12 @@
 """A local model on the fast CPU engine (perfgym.engine.openvino): the default model's policy
 when OpenVINO GenAI is installed (the `local` extra).
 
-The model is what the hf policy takes (a model or adapter directory, a .gguf, or nothing: the
-default model). Its weights are written once as an F16 GGUF beside perfgym's models (the engine
-reads GGUF), keyed by where they came from; prompts go through the tokenizer's chat template
-as in the hf policy, so both policies see the same text and, greedy, give the same answer.
+The model is what the hf policy takes (a model or adapter directory, a .gguf, a model name, or
+nothing: the default model). A GGUF file or a named model (the coder) runs as shipped, its
+tokenizer and chat template read from the file. The default model and model directories (weights
+training made) are written once as an F16 GGUF beside perfgym's models, keyed by where they came
+from, so that engine and trainer hold the same weights. Prompts go through the tokenizer's chat
+template as in the hf policy, so both policies see the same text.
 """
 from __future__ import annotations
 
@@ -35,10 +37,33 @@ def engine_gguf(model_dir: Path, model: Any = None) -> Path:
                           f"({exc}); use --policy hf for this one") from None
 
 
+def gguf_tokenizer(gguf: Path) -> Any:
+    """The tokenizer and chat template a GGUF carries, read by transformers once and then kept
+    beside perfgym's models (reading it from a 1.1 GB file takes a while)."""
+    from transformers import AutoTokenizer
+
+    from ..models import models_dir
+    stat = gguf.stat()
+    saved = models_dir() / "tokenizers" / f"{gguf.stem}-{stat.st_size}-{stat.st_mtime_ns}"
+    if (saved / "tokenizer_config.json").is_file():
+        return AutoTokenizer.from_pretrained(str(saved))
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    partial = saved.with_name(saved.name + ".partial")
+    tokenizer.save_pretrained(str(partial))
+    import os
+    import shutil
+    try:
+        os.replace(partial, saved)
+    except OSError:  # another process saved it first
+        shutil.rmtree(partial, ignore_errors=True)
+    return tokenizer
+
+
 class OpenVINOPolicy:
     name = "openvino"
 
     def __init__(self, model_path: str | Path | None = None, cache_gb: int = 1,
+                 exact: bool | None = None, prefix_caching: bool | None = None,
                  **_: Any) -> None:
         # cache_gb: the engine's KV cache; a batch of many long samples needs more than 1 GB,
         # or the scheduler preempts and recomputes sequences (208 x 512 tokens at 1 GB: not
@@ -49,11 +74,25 @@ class OpenVINOPolicy:
                               "pip install 'perfgym[local]'")
         from transformers import AutoTokenizer
 
-        from ..models import ModelUnavailable, resolve_model
+        from ..models import ModelUnavailable, resolve_model, shipped_engine_gguf
         try:
-            path = resolve_model(model_path)
+            shipped = shipped_engine_gguf(model_path)
+            path = None if shipped else resolve_model(model_path)
         except ModelUnavailable as exc:
             raise PolicyError(str(exc)) from None
+        self.seed = 0  # advanced per call: two calls never repeat each other's samples
+        if shipped is not None:  # as shipped: the engine's own precisions unless asked
+            from ..engine.search_settings import SHIPPED_ENGINE
+            self.tokenizer = gguf_tokenizer(shipped)
+            try:
+                self.engine = OpenVINOEngine(
+                    shipped, cache_gb=max(cache_gb, SHIPPED_ENGINE["cache_gb"]),
+                    exact=SHIPPED_ENGINE["exact"] if exact is None else exact,
+                    prefix_caching=(SHIPPED_ENGINE["prefix_caching"] if prefix_caching is None
+                                    else prefix_caching))
+            except EngineUnavailable as exc:
+                raise PolicyError(str(exc)) from None
+            return
         model = None
         if (path / "adapter_config.json").is_file():  # merged once, as the hf policy does
             from .hf import load_model
@@ -61,10 +100,10 @@ class OpenVINOPolicy:
         else:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         try:
-            self.engine = OpenVINOEngine(engine_gguf(path, model), cache_gb=cache_gb)
+            self.engine = OpenVINOEngine(engine_gguf(path, model), cache_gb=cache_gb,
+                                         prefix_caching=bool(prefix_caching))
         except EngineUnavailable as exc:
             raise PolicyError(str(exc)) from None
-        self.seed = 0  # advanced per call: two calls never repeat each other's samples
 
     def format(self, prompt: str, opening: str | None = None) -> str:
         from .hf import chat_text

@@ -76,6 +76,10 @@ def feedback(outcome: dict[str, Any] | None) -> str:
     details = (outcome.get("details") or "").strip()
     if details:
         lines += details.splitlines()[:12]
+    if status == "STAGE_VIOLATION":  # a small model keeps what it is not told to remove
+        lines.append("Remove every use of the technique named above: its pragmas, its calls and "
+                     "its header (for OpenMP: every #pragma omp line, omp_* call and "
+                     "#include <omp.h>). Keep the rest of the kernel.")
     return "\n".join(lines + _profile_lines(outcome))
 
 

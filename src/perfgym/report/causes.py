@@ -23,6 +23,16 @@ NEXT_STEP = {
     "RUNTIME_ERROR": "crashes: usually out-of-bounds indexing at the odd sizes; --algo refine "
                      "shows the signal and its likely cause",
     "TIMEOUT": "kernels too slow to finish: sample cooler (--temperature 0.3)",
+    "STAGE_VIOLATION": "kernels use techniques their SQD stage forbids (the repair prompt names "
+                       "them): keep --algo sqd for its stages, or search without stages "
+                       "(--algo best-of-n, refine or evolve)",
+    "LIBRARY_VIOLATION": "kernels break the source or object rules (a BLAS call, I/O, a global "
+                         "helper): the message names the rule; perfgym tasks show TASK lists "
+                         "them",
+    "HOST_ERROR": "the host failed, not the kernel: rerun with --resume; if it repeats, run "
+                  "perfgym eval on one answer and report the error",
+    "format": "answers perfgym cannot read as the task's kernel: --answer-start writes the "
+              "signature for the model",
 }
 
 
@@ -57,7 +67,7 @@ def next_step(causes: Counter) -> str | None:
     if top in NEXT_STEP:
         return NEXT_STEP[top]
     key = "compile" if top.startswith("compile") else top.split(":")[0]
-    return NEXT_STEP.get(key, "look at the failed answers: perfgym report RUN_DIR")
+    return NEXT_STEP[key]
 
 
 def run_causes(store) -> Counter:

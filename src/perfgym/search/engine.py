@@ -145,11 +145,13 @@ class Engine:
                 self._generate(all_prompts[start:start + per_call], n, by_prompt)
 
     def _generate(self, prompts: list[str], n: int, by_prompt: dict[str, list[Step]]) -> None:
-        opening = answer_start(self.task) if self.answer_start else None
-        if opening:
-            completions = [[full_answer(opening, t) for t in texts] for texts in
-                           self.policy.generate(prompts, n, openings=[opening] * len(prompts),
-                                                **self.sampling)]
+        # a prompt's steps share its stage (the prompt states the stage's rules)
+        openings = [answer_start(self.task, by_prompt[p][0].stage) if self.answer_start
+                    else None for p in prompts]
+        if any(openings):
+            completions = [[full_answer(opening, t) for t in texts] for opening, texts in
+                           zip(openings, self.policy.generate(prompts, n, openings=openings,
+                                                              **self.sampling))]
         else:
             completions = self.policy.generate(prompts, n, **self.sampling)
         # the completions and the policy's state after them are stored together: a kill

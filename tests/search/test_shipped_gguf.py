@@ -1,0 +1,109 @@
+"""The fast engine runs a GGUF as shipped: a qwen2 model (the coder's architecture, which the
+rewrite for trained weights cannot write) loads without a rewrite, its tokenizer and chat
+template read from the file, and its greedy tokens are transformers' for the same file. The
+model is a tiny random qwen2 GGUF made here, with the default model's tokenizer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("openvino_genai", reason="the local extra is not installed: "
+                    "pip install 'perfgym[local]'")
+pytest.importorskip("gguf", reason="the local extra is not installed")
+
+HIDDEN, HEADS, KV_HEADS, FFN, LAYERS = 64, 4, 2, 128, 2
+
+
+def write_tiny_qwen2(path, template):
+    """A random qwen2 GGUF (F16 matrices, F32 vectors: the types the engine reads) with
+    `template`'s tokenizer keys."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    reader = GGUFReader(str(template))
+    writer = GGUFWriter(str(path), "qwen2")
+    vocab = 0
+    for key, field in reader.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = GGUFValueType(field.types[0])
+        sub = GGUFValueType(field.types[-1]) if vtype == GGUFValueType.ARRAY else None
+        value = field.contents()
+        if key == "tokenizer.ggml.tokens":
+            vocab = len(value)
+        writer.add_key_value(key, value, vtype, sub_type=sub)
+    writer.add_context_length(512)
+    writer.add_embedding_length(HIDDEN)
+    writer.add_block_count(LAYERS)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_file_type(1)
+    rng = np.random.default_rng(7)
+    kv = KV_HEADS * HIDDEN // HEADS
+
+    def add(name, *shape, ones=False):
+        data = np.ones(shape, np.float32) if ones else \
+            (rng.standard_normal(shape) * 0.5).astype(np.float32)
+        writer.add_tensor(name, data.astype(np.float16) if data.ndim > 1 else data)
+
+    add("token_embd.weight", vocab, HIDDEN)
+    for i in range(LAYERS):
+        add(f"blk.{i}.attn_norm.weight", HIDDEN, ones=True)
+        add(f"blk.{i}.attn_q.weight", HIDDEN, HIDDEN)
+        add(f"blk.{i}.attn_q.bias", HIDDEN)
+        add(f"blk.{i}.attn_k.weight", kv, HIDDEN)
+        add(f"blk.{i}.attn_k.bias", kv)
+        add(f"blk.{i}.attn_v.weight", kv, HIDDEN)
+        add(f"blk.{i}.attn_v.bias", kv)
+        add(f"blk.{i}.attn_output.weight", HIDDEN, HIDDEN)
+        add(f"blk.{i}.ffn_norm.weight", HIDDEN, ones=True)
+        add(f"blk.{i}.ffn_gate.weight", FFN, HIDDEN)
+        add(f"blk.{i}.ffn_up.weight", FFN, HIDDEN)
+        add(f"blk.{i}.ffn_down.weight", HIDDEN, FFN)
+    add("output_norm.weight", HIDDEN, ones=True)
+    add("output.weight", vocab, HIDDEN)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen2(tmp_path_factory):
+    from perfgym.models import shipped_gguf
+    folder = tmp_path_factory.mktemp("qwen2")
+    return write_tiny_qwen2(folder / "tiny-qwen2.gguf", shipped_gguf())
+
+
+def test_the_policy_runs_a_qwen2_gguf_without_a_rewrite(tiny_qwen2, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
+    from perfgym.policies.openvino import OpenVINOPolicy
+    policy = OpenVINOPolicy(model_path=tiny_qwen2, exact=True)
+    assert policy.engine.gguf == tiny_qwen2  # the file as shipped: nothing was written
+    assert not (tmp_path / "models" / "engine").exists()
+    assert policy.tokenizer.chat_template  # read from the GGUF
+    texts = policy.generate(["Write a dot product."], 2, temperature=0.0, max_tokens=12)
+    assert len(texts) == 1 and len(texts[0]) == 2 and texts[0][0] == texts[0][1]
+    assert texts[0][0].strip()
+
+
+def test_greedy_tokens_are_transformers_tokens_for_the_same_file(tiny_qwen2, tmp_path,
+                                                                 monkeypatch):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from perfgym.engine.openvino import OpenVINOEngine
+    from perfgym.policies.openvino import gguf_tokenizer
+    monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
+    tokenizer = gguf_tokenizer(tiny_qwen2)
+    ids = tokenizer("void dot(const double *a, const double *b, int n) {")["input_ids"]
+    engine = OpenVINOEngine(tiny_qwen2, exact=True)
+    ours = engine.generate([ids], 1, max_tokens=10, temperature=0.0, ignore_eos=True)[0][0].ids
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen2.parent),
+                                                 gguf_file=tiny_qwen2.name, dtype=torch.float32)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=10, do_sample=False,
+                             min_new_tokens=10)
+    assert ours == out[0, len(ids):].tolist()
