@@ -67,11 +67,41 @@ def log_speedup(group: Sequence[Outcome], opened: bool = False) -> list[float]:
             (0.0 if o.ok else penalty(o, opened) / 10.0) for o in group]
 
 
+# The speed reward's noise band: a correct kernel within this factor of the naive one, and not
+# faster by the evaluator's bound, is paid as the naive kernel (0). A C kernel's speedup is one
+# evaluation's median ratio; a copy of the naive kernel measured up to 1.19x on a noisy AMD
+# part, so a narrower band would pay noise.
+SPEED_BAND = 1.1
+SPEED_FLOOR = 0.1  # a correct kernel slower than 10x below naive is paid as 0.1x
+
+
+def speed(group: Sequence[Outcome], opened: bool = False) -> list[float]:
+    """A reward that pays speed and only speed, behind a correctness gate (the learning-speed
+    experiment's reward): ln(speedup over the naive kernel) for a correct kernel, 0 for one
+    that is not clearly faster or slower than naive (a copy of it earns exactly 0), floored
+    at ln(0.1); a failure earns ln(0.1) plus its tiered penalty / 100 (-2.40 to -3.30), below
+    every correct kernel, wrong answers closest."""
+    out = []
+    for o in group:
+        if not o.ok:
+            out.append(math.log(SPEED_FLOOR) + penalty(o, opened) / 100.0)
+        elif not o.speedup or "baseline_copy" in o.flags:
+            out.append(0.0)
+        elif faster(o) and o.speedup >= SPEED_BAND:
+            out.append(math.log(o.speedup))
+        elif o.speedup <= 1.0 / SPEED_BAND:
+            out.append(math.log(max(o.speedup, SPEED_FLOOR)))
+        else:
+            out.append(0.0)
+    return out
+
+
 SCHEMES: dict[str, Callable[..., list[float]]] = {
     "tiered": tiered,
     "group_normalized": group_normalized,
     "weighted": weighted,
     "log_speedup": log_speedup,
+    "speed": speed,
 }
 
 

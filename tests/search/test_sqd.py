@@ -80,3 +80,14 @@ def test_select_ratios():
     assert [c.id for c in top] == [2, 1, 9, 4]  # 40% of 10, best first
     assert [c.id for c in mid] == [7, 3]  # the next 30%, as far as working kernels go
     assert [c.id for c in err] == [6, 8, 5]  # 30%, closest to working first
+
+
+def test_a_single_stage_expands_the_seed_once(tmp_path, replay_file, dgemm):
+    """With one stage the seed is both P's node and Pool(0)'s top node, with the same op and
+    stage: its children are planned once (their slots repeated before, and the run store
+    refused the second)."""
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay_file), dgemm, FAST, "tiered")
+    SQD(engine, SQDConfig(iterations=1, G=3, stages=(6,))).run()
+    it1 = [c for c in store.candidates() if c.iteration == 1]
+    assert len(it1) == 3 and {(c.op, c.stage) for c in it1} == {("improve", 6)}

@@ -114,8 +114,12 @@ class SQD:
             nodes += [(c, "deepen" if nxt != s else "improve", nxt) for c in top]
             nodes += [(c, "improve", s) for c in mid]
             nodes += [(c, "repair", s) for c in err]
+        # with one stage the seed is both P's node and the first pool's top node, with the
+        # same op and stage: it is expanded once (its slots would repeat)
+        unique = list({(parent.id, op, stage): (parent, op, stage)
+                       for parent, op, stage in nodes}.values())
         return [Step(f"sqd:{t}:{parent.id}:{op}:{stage}:{g}", t, stage, parent, op)
-                for parent, op, stage in nodes for g in range(self.config.G)]
+                for parent, op, stage in unique for g in range(self.config.G)]
 
 
 def summary(children: list[Candidate]) -> dict:

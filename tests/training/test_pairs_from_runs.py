@@ -1,0 +1,77 @@
+"""`perfgym pairs from-runs` on a real search run: the replay policy hands SQD real kernels, the
+gym evaluates every one, and only verified children faster than their verified parent become
+pairs; held-out tasks never do; a rerun writes the same bytes."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from perfgym.extract import normalize
+from perfgym.tasks import get_task
+from perfgym.train.pairs import VARIANTS_DIR, read_pairs
+
+NAIVE = get_task("dgemm").baseline.read_text()
+IKJ = (VARIANTS_DIR / "dgemm__ikj_loop_order.c").read_text()
+OMP_IKJ = (VARIANTS_DIR / "dgemm__openmp_ikj.c").read_text()
+WRONG = NAIVE.replace("C[i * N + j] = sum;", "C[i * N + j] = sum * 1.01;")
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "perfgym.cli", *args], capture_output=True,
+                          text=True, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """SQD at stage 6, two iterations of two children: the seed's children are ikj (faster)
+    and a wrong kernel, then a naive copy and OpenMP ikj; ikj's own children copy it (not
+    faster than their parent) or are wrong; the wrong kernel's repairs have no verified
+    parent."""
+    root = tmp_path_factory.mktemp("from-runs")
+    answers = [IKJ, WRONG, NAIVE, OMP_IKJ]
+    replay = root / "answers.jsonl"
+    replay.write_text("".join(json.dumps({"completion": f"```c\n{a}\n```"}) + "\n"
+                              for a in answers))
+    done = cli("search", "--task", "dgemm", "--policy", "replay", "--replay", str(replay),
+               "--algo", "sqd", "--stages", "6", "--iterations", "2", "--G", "2",
+               "--no-heldout", "--run-dir", str(root / "dgemm-run"), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return root
+
+
+def test_only_verified_faster_children_become_pairs(run):
+    out = run / "pairs.jsonl"
+    done = cli("pairs", "from-runs", str(run / "dgemm-run"), "--out", str(out), "--json")
+    assert done.returncode == 0, done.stderr
+    pairs = read_pairs(out)
+    fast = {normalize(p.fast) for p in pairs}
+    assert normalize(IKJ) in fast and normalize(OMP_IKJ) in fast
+    assert normalize(WRONG) not in fast and normalize(NAIVE) not in fast
+    for p in pairs:
+        assert p.task == "dgemm" and p.speedup >= 1.1
+        assert normalize(p.slow) != normalize(WRONG)  # a parent that failed gives no pair
+        assert normalize(p.slow) != normalize(p.fast)
+    assert json.loads(done.stdout)["pairs"] == len(pairs)
+
+
+def test_held_out_tasks_are_excluded(run):
+    out = run / "excluded.jsonl"
+    done = cli("pairs", "from-runs", str(run / "dgemm-run"), "--out", str(out),
+               "--exclude", "spmv,dgemm", "--json")
+    assert done.returncode == 0, done.stderr
+    assert read_pairs(out) == [] and json.loads(done.stdout)["excluded"] == ["spmv", "dgemm"]
+
+
+def test_a_rerun_writes_the_same_file(run):
+    first, second = run / "first.jsonl", run / "second.jsonl"
+    for out in (first, second):
+        assert cli("pairs", "from-runs", str(run / "dgemm-run"), "--out", str(out)).returncode == 0
+    assert first.read_bytes() == second.read_bytes() and first.read_bytes()
+
+
+def test_bad_input_is_one_line_and_exit_2(run, tmp_path):
+    for args in ([str(tmp_path / "missing")], [str(tmp_path)],
+                 [str(run / "dgemm-run"), "--min-speedup", "0.5"]):
+        done = cli("pairs", "from-runs", *args, "--out", str(tmp_path / "x.jsonl"))
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
