@@ -175,6 +175,56 @@ def test_a_second_global_function_is_refused(cpp_dgemm, fast):
     assert o.status is Status.LIBRARY_VIOLATION and "helper" in o.message
 
 
+C_LINKAGE = 'extern "C" ' + NAIVE % ""
+
+
+@pytest.mark.parametrize("form", ["extern \"C\" void f(...)", "extern \"C\" { ... }"])
+def test_an_entry_with_c_linkage_is_a_correct_cpp_answer(either, fast, form):
+    body = C_LINKAGE if form.endswith("f(...)") else 'extern "C" {\n' + NAIVE % "" + "\n}"
+    o = run(either, kernel(body), fast)
+    assert o.status is Status.OK, o.message + o.details
+
+
+def test_a_wrong_c_linkage_entry_is_wrong_not_refused(cpp_dgemm, fast):
+    o = run(cpp_dgemm, kernel(C_LINKAGE.replace("s += A", "s -= A")), fast)
+    assert o.status is Status.WRONG_ANSWER, o.message
+
+
+def test_a_global_helper_beside_a_c_linkage_entry_is_named(either, fast):
+    body = "double helper(double x) { return x; }\n" + C_LINKAGE
+    o = run(either, kernel(body), fast)
+    assert o.status is Status.LIBRARY_VIOLATION, o.message
+    assert "helper(double)" in o.message and "only the entry matmul_optimized may" in o.message
+    assert "static" in o.message and "_Z" not in o.message, o.message
+
+
+def test_a_global_helper_beside_a_cpp_entry_is_named_demangled(cpp_dgemm, fast):
+    body = "double helper(double x) { return x; }\n" + NAIVE % ""
+    o = run(cpp_dgemm, kernel(body), fast)
+    assert o.status is Status.LIBRARY_VIOLATION and "_Z" not in o.message, o.message
+    assert ("global symbol helper(double); only the entry "
+            "matmul_optimized(double*, double*, double*, int, int, int) may be global"
+            in o.message), o.message
+
+
+def test_an_entry_with_both_linkages_is_refused(cpp_dgemm, fast):
+    body = C_LINKAGE + "\n" + (NAIVE % "").replace("void matmul_optimized(double *A",
+                                                   "void matmul_optimized(const double *A")
+    o = run(cpp_dgemm, kernel(body), fast)
+    assert o.status is Status.LIBRARY_VIOLATION and "matmul_optimized" in o.message, o.message
+
+
+def test_an_entry_with_other_parameter_types_is_named(cpp_dgemm, fast):
+    # (the answer's text passes the entry check; C++ mangles the const into the name)
+    body = (NAIVE % "").replace("(double *A,", "(const double *A,")
+    o = run(cpp_dgemm, kernel(body), fast)
+    assert o.status is Status.LIBRARY_VIOLATION, o.message
+    assert "entry is matmul_optimized(double const*, double*, double*, int, int, int)" \
+        in o.message
+    assert "the task calls matmul_optimized(double*, double*, double*, int, int, int)" \
+        in o.message and "parameter types" in o.message, o.message
+
+
 def test_an_overload_of_the_entry_is_a_second_global(cpp_dgemm, fast):
     body = ("void matmul_optimized(float *A) { (void)A; }\n" + NAIVE % "")
     o = run(cpp_dgemm, kernel(body), fast)

@@ -225,8 +225,11 @@ def inspect_object(path: Path) -> ObjectFacts:
             if m:
                 sections.append(m.group(1))
         elif part == "symbols":
-            # e.g. "0000000000000000 g     F .text  00000000000000a5 matmul_optimized"
-            m = re.match(r"^[0-9a-f]+\s(.{7})\s(\S+)\s+(?:[0-9a-f]+\s+)?(\S+)$", line)
+            # e.g. "0000000000000000 g     F .text  00000000000000a5 matmul_optimized", with
+            # ".hidden" (or .protected, .internal) before the name of a symbol of that
+            # visibility: hidden is still global to the link, so it is read like any other
+            m = re.match(r"^[0-9a-f]+\s(.{7})\s(\S+)\s+(?:[0-9a-f]+\s+)?"
+                         r"(?:\.(?:hidden|protected|internal)\s+)?(\S+)$", line)
             if not m:
                 continue
             flags, section, name = m.groups()
@@ -261,24 +264,37 @@ _CPP_ALLOWED_CALL_PATTERNS = [
 # Weak definitions the compiler makes for inline functions and template instantiations. Only
 # mangled names: a weak C name (clock_gettime) would take the place of libc's in the harness.
 _OPERATOR_NEW_DELETE = re.compile(r"^_Z(nw|na|dl|da)")
+# Weak hidden data g++ emits where exceptions pass: DW.ref.<symbol>, a pointer to the
+# personality routine or a caught type's type_info. The name is no C or C++ identifier, so no
+# kernel spells it (asm labels are refused).
+_CPP_COMPILER_WEAK = "DW.ref."
 
 
 def audit_object(facts: ObjectFacts, entry: str, cpp: bool = False) -> str | None:
-    """None when the object is acceptable, else a one-line reason."""
+    """None when the object is acceptable, else a one-line reason. `entry` is the one symbol
+    the object may define globally (for C++: the mangled name, or the plain name of an
+    extern "C" entry); C++ names are shown demangled."""
+    defined = {d.rsplit(":", 1)[0] for d in facts.defined_globals}
+    shown = demangle if cpp else str
     for d in facts.defined_globals:
         name, kind = d.rsplit(":", 1)
         if kind in ("i", "u"):
-            return f"symbol {name} is an indirect/unique symbol; only a plain entry is allowed"
+            return (f"symbol {shown(name)} is an indirect/unique symbol; only a plain entry is "
+                    "allowed")
         if cpp and _OPERATOR_NEW_DELETE.match(name):
             return (f"the kernel defines {name} (operator new or delete), which would replace "
                     "the harness's allocator")
-        if cpp and kind == "W" and name.startswith("_Z"):
+        if cpp and kind == "W" and (name.startswith("_Z") or name.startswith(_CPP_COMPILER_WEAK)):
             continue  # an inline function or template instance, private to the kernel's calls
-        if name != entry:
-            return (f"the kernel defines the global symbol {name}; only {entry} may be global "
-                    "(make helpers static)")
-    if entry not in {d.rsplit(":", 1)[0] for d in facts.defined_globals}:
-        return f"the compiled kernel does not define {entry}"
+        if name == entry:
+            continue
+        if cpp and entry not in defined and _same_function_name(name, entry):
+            return (f"the kernel's entry is {shown(name)}, but the task calls {shown(entry)}: "
+                    "the parameter types must be the task's")
+        return (f"the kernel defines the global symbol {shown(name)}; only the entry "
+                f"{shown(entry)} may be global (make helpers static)")
+    if entry not in defined:
+        return f"the compiled kernel does not define {shown(entry)}"
     for name in sorted(facts.undefined):
         if cpp and (name in CPP_ALLOWED_CALLS or
                     any(p.match(name) for p in _CPP_ALLOWED_CALL_PATTERNS)):
@@ -293,3 +309,26 @@ def audit_object(facts: ObjectFacts, entry: str, cpp: bool = False) -> str | Non
     if bad:
         return f"the kernel contains the instruction {bad[0]}, which a kernel may not execute"
     return None
+
+
+def _function_name(symbol: str) -> str:
+    """The unqualified function name of a C name or a mangled global function (_Z<len><name>)."""
+    m = re.match(r"_Z(\d+)", symbol)
+    return symbol[m.end():m.end() + int(m.group(1))] if m else symbol
+
+
+def _same_function_name(a: str, b: str) -> bool:
+    return _function_name(a) == _function_name(b)
+
+
+@lru_cache(maxsize=1024)
+def demangle(symbol: str) -> str:
+    """A C++ symbol as c++filt spells it (matmul_optimized(double*, int)); C names, and every
+    name when c++filt is missing, as they are."""
+    if not symbol.startswith("_Z"):
+        return symbol
+    try:
+        r = subprocess.run(["c++filt", symbol], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return symbol
+    return r.stdout.strip() or symbol if r.returncode == 0 else symbol

@@ -153,7 +153,8 @@ def _vector_param(p, a: int) -> tuple[list[str], str, list[str]]:
 
 def shim_source(signature: Signature, lang: Language = C, structs: dict | None = None) -> str:
     """Source that casts the harness's generic arrays and sizes to the entry's parameters. For
-    C++ the entry keeps C++ linkage, and an exception escaping it ends the run with a message
+    C++ the entry has C++ or C linkage (_cpp_entry_declarations), and an exception escaping it
+    ends the run with a message
     (it must not unwind into the C harness). A std::vector parameter is filled by pg_before
     and copied back by pg_after, both outside the timed region: an output or in-place vector
     is a static vector (copied back, its length checked), a const& input a view of the
@@ -177,9 +178,11 @@ def shim_source(signature: Signature, lang: Language = C, structs: dict | None =
         else:
             args.append(f"({p.ctype})sizes[{s}]")
             s += 1
-    call = f"{signature.name}({', '.join(args)});"
-    if signature.ret != "void":  # the value goes to the one-element output after the arrays
-        call = f"*({signature.ret} *)arrays[{a}] = {call}"
+
+    def invoke(function: str) -> str:
+        call = f"{function}({', '.join(args)});"
+        # a value goes to the one-element output after the arrays
+        return call if signature.ret == "void" else f"*({signature.ret} *)arrays[{a}] = {call}"
     bits = ("#include <string.h>\n"
             "static double pg_double(long long b) { double d; memcpy(&d, &b, 8); return d; }\n")
     types = struct_definitions(structs or {}, lang)
@@ -187,23 +190,42 @@ def shim_source(signature: Signature, lang: Language = C, structs: dict | None =
         return ("#include <stdbool.h>\n#include <stdint.h>\n#include <stddef.h>\n" + bits +
                 types + f"{signature.c_decl()};\n"
                 "void pg_call(void **arrays, const long long *sizes) {\n"
-                f"    {call}\n}}\n"
+                f"    {invoke(signature.name)}\n}}\n"
                 "void pg_before(void **arrays, const long long *counts) "
                 "{ (void)arrays; (void)counts; }\n"
                 "void pg_after(void **arrays, const long long *counts) "
                 "{ (void)arrays; (void)counts; }\n")
     return ("#include <algorithm>\n#include <array>\n#include <complex>\n#include <vector>\n"
             "#include <stdint.h>\n#include <stddef.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
-            + bits + types + _VECTOR_VIEW + "".join(line + "\n" for line in before) +
-            f"{signature.c_decl()};\n"
+            + bits + types +
+            _VECTOR_VIEW + "".join(line + "\n" for line in before) +
+            _cpp_entry_declarations(signature) +
             'extern "C" void pg_call(void **arrays, const long long *sizes) {\n'
-            f"    try {{ {call} }} catch (...) {{\n"
+            f"    try {{ if (::{signature.name}) {{ {invoke('::' + signature.name)} }}\n"
+            f"          else {{ {invoke(C_ENTRY_NAMESPACE + '::' + signature.name)} }}\n"
+            "    } catch (...) {\n"
             f'        fputs("{EXCEPTION_ESCAPED}\\n", stderr);\n'
             "        abort();\n    }\n}\n"
             'extern "C" void pg_before(void **arrays, const long long *counts) {\n'
             "    (void)arrays; (void)counts;\n" + "".join(fills) + "}\n"
             'extern "C" void pg_after(void **arrays, const long long *counts) {\n'
             "    (void)arrays; (void)counts;\n" + "".join(ln + "\n" for ln in after) + "}\n")
+
+
+# The C++ shim's namespace for an entry the kernel defines with C linkage (extern "C")
+C_ENTRY_NAMESPACE = "pg_c"
+
+
+def _cpp_entry_declarations(signature: Signature) -> str:
+    """A C++ kernel may give its entry C++ linkage (the mangled name) or C linkage (extern "C",
+    the plain name): the shim declares both, weak, and calls the one the kernel defined (the
+    audit lets the object define exactly one). Hidden visibility: the one left undefined
+    resolves to 0 at link time, never to a shared library's symbol of that name at load."""
+    params = ", ".join(p.decl() for p in signature.params)
+    attrs = '__attribute__((weak, visibility("hidden")))'
+    return (f"{signature.c_decl()} {attrs};\n"
+            f'namespace {C_ENTRY_NAMESPACE} {{ extern "C" {attrs} '
+            f"{signature.ret} {signature.name}({params}); }}\n")
 
 
 @lru_cache(maxsize=1)
@@ -258,7 +280,8 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path,
     """Compile the candidate alone and link it with the harness (one sandboxed step: linking
     runs none of its code), then audit the object. Only an audited object is ever run."""
     (workdir / "candidate.c").write_text(code)  # the name the audit knows; -x says the language
-    for obj in harness_objects(task, config, lang):
+    objs = harness_objects(task, config, lang)
+    for obj in objs:
         shutil.copy(obj, workdir / obj.name)
     compiler = lang.compiler(config.compiler)
     cc = shutil.which(compiler) or compiler
@@ -300,7 +323,8 @@ def build(task: Task, code: str, config: EvalConfig, workdir: Path,
         return Build(False, workdir, msg, diag, seconds=seconds)
 
     facts = inspect_object(workdir / "candidate.o")
-    entry = _entry_symbol(facts, task.signature.name) if lang is CPP else task.signature.name
+    entry = (_entry_symbol(facts, task.signature.name, objs[-1]) if lang is CPP
+             else task.signature.name)
     violation = audit.verdict() or audit_object(facts, entry, cpp=lang is CPP)
     if violation:
         return Build(False, workdir, violation, facts=facts, violation=violation, seconds=seconds)
@@ -376,13 +400,22 @@ def report_flags(cc: str, config: EvalConfig) -> str:
     return "-fopt-info-vec-optimized-missed=candidate.vec"
 
 
-def _entry_symbol(facts: ObjectFacts, name: str) -> str:
-    """The C++ entry's mangled name as the object defines it: _Z<length><name><parameters>
-    (the length makes the prefix match this name only; an overload is a second global and
-    the audit refuses it)."""
+def _entry_symbol(facts: ObjectFacts, name: str, shim: Path) -> str:
+    """The symbol a C++ kernel's entry must be: the mangled name the shim calls
+    (_Z<length><name><parameters>), or the plain name when the kernel defines its entry
+    extern "C" (the shim calls either)."""
+    defined = {d.rsplit(":", 1)[0] for d in facts.defined_globals}
+    mangled = _shim_entry(shim, name)
+    return name if name in defined and mangled not in defined else mangled
+
+
+@lru_cache(maxsize=64)
+def _shim_entry(shim: Path, name: str) -> str:
+    """The mangled name under which the shim calls the entry with C++ linkage (from the
+    shim's object, cached by its content-keyed path: the compiler's mangling, not ours)."""
     prefix = f"_Z{len(name)}{name}"
-    defined = [d.rsplit(":", 1)[0] for d in facts.defined_globals]
-    return next((d for d in defined if d.startswith(prefix)), prefix)
+    return next((u for u in sorted(inspect_object(shim).undefined) if u.startswith(prefix)),
+                prefix)
 
 
 def isa_hint(config: EvalConfig) -> str:
