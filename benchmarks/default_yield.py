@@ -2,6 +2,8 @@
 
     python benchmarks/default_yield.py [--samples 16] [--tasks all] [--json OUT]
     python benchmarks/default_yield.py --grid [--samples 8]      (the sampler grid)
+    python benchmarks/default_yield.py --model coder [--samples 8] --json OUT
+                                       (a named model's one-shot yield, at its own sampler)
 
 For each built-in task, `--samples` answers from the default model (SmolLM2-135M-Instruct on
 the fast engine) to the prompt a search sends first: improve the task's naive kernel, shown
@@ -16,6 +18,11 @@ on its own:
             writes the body (perfgym.opening)
   grammar   + the body's grammar on the engine (opening.GRAMMAR)
   default   + the default sampler (models.DEFAULT_SAMPLING): what `perfgym search` does now
+
+`--model NAME` scores a named model (perfgym.models.NAMED_MODELS: `coder`, Qwen2.5-Coder-1.5B)
+as the default setting does, at that model's measured sampler, as one setting named after it;
+with `--json` the setting is added to the file's others (the committed file keeps one row per
+model).
 
 `--grid` instead scores a small grid of samplers (opened; the temperature) on the short-kernel
 tasks and prints the best by the share faster than the naive kernel, then the share correct;
@@ -164,6 +171,7 @@ def main() -> None:
     ap.add_argument("--grammar-samples", type=int, default=4, help="answers per task in the "
                     "grammar setting (constrained decoding is several times slower here)")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--model", default=None, help="a named model (e.g. coder): its row only")
     args = ap.parse_args()
     from perfgym.policies.openvino import OpenVINOPolicy
     from perfgym.tasks import builtin_names, get_task
@@ -172,10 +180,15 @@ def main() -> None:
     tasks = [get_task(n) for n in names]
     samples = args.samples or (8 if args.grid else 16)
     configs = grid() if args.grid else settings()
+    if args.model:
+        from perfgym.models import default_sampling
+        if default_sampling(args.model) is None:
+            raise SystemExit(f"--model {args.model}: not a named model (perfgym model list)")
+        configs = {args.model: (True, dict(default_sampling(args.model)))}
     if args.only:
         configs = {k: v for k, v in configs.items() if k in args.only.split(",")}
     started = time.monotonic()
-    policy = OpenVINOPolicy()
+    policy = OpenVINOPolicy(model_path=args.model)
     texts = prompts(tasks)
     results = {}
     for name, (opened, sampling) in configs.items():
@@ -195,6 +208,15 @@ def main() -> None:
     out = {"kind": "grid" if args.grid else "yield", "tasks": names,
            "machine": machine_info().get("fingerprint", {}).get("cpu"),
            "wall_seconds": round(time.monotonic() - started), "settings": results}
+    if args.model:  # one row per model: the file's other settings are kept
+        from perfgym.models import model_identity
+        results[args.model]["model"] = model_identity(args.model)
+        results[args.model]["machine"] = out["machine"]
+        results[args.model]["wall_seconds"] = out["wall_seconds"]
+        if args.json and Path(args.json).is_file():
+            kept = json.loads(Path(args.json).read_text())
+            kept["settings"] = {**kept["settings"], **results}
+            out = kept
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
