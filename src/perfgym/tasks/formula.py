@@ -4,6 +4,9 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from functools import lru_cache
+
+from ..safe_ast import parse
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow,
@@ -19,11 +22,16 @@ def evaluate_formula(text: str | int | float, names: dict[str, float]) -> float:
     """Evaluate `text` (e.g. "2*M*N*K") with `names` bound; only arithmetic and min/max/log2."""
     if isinstance(text, (int, float)):
         return text
+    return _eval(_parsed(str(text)), names, str(text))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> ast.expr:
+    """A formula's tree, parsed once per text (read, never changed: shared by the threads)."""
     try:
-        tree = ast.parse(str(text), mode="eval")
+        return parse(text, mode="eval").body
     except SyntaxError as exc:
         raise FormulaError(f"formula {text!r} does not parse: {exc.msg}") from None
-    return _eval(tree.body, names, str(text))
 
 
 def _eval(node: ast.AST, names: dict[str, float], text: str) -> float:

@@ -29,6 +29,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
+from ..safe_ast import parse
 from .signature import C_TYPES, SignatureError, parse_signature
 from .spec import TaskError
 
@@ -75,7 +76,7 @@ def size_expression(text: str) -> Callable[[int], int]:
     if not isinstance(text, str):
         raise TaskError(f"sizes expression {text!r} is not a string")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise TaskError(f"sizes expression {text!r} is not an expression ({exc.msg}); "
                         f"allowed: {_SIZE_ALLOWED}") from None

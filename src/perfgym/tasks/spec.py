@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..safe_ast import parse
 from .formula import FormulaError, evaluate_formula
 from .signature import C_TYPES, Signature, SignatureError, parse_signature
 
@@ -311,7 +312,7 @@ def _check_reference(reference: str, where: Path, names: set[str]) -> None:
     """A reference expression parses and uses only the task's inputs, sizes and scalars, np and
     Python's builtins (and the names it binds itself), so a typo fails here, not mid-run."""
     try:
-        tree = ast.parse(reference, mode="eval")
+        tree = parse(reference, mode="eval")
     except SyntaxError as exc:
         raise TaskError(f"{where}: field 'reference': {reference!r} is not a Python expression "
                         f"({exc.msg}); give a NumPy expression or a reference.py") from None
@@ -328,7 +329,7 @@ def _check_reference(reference: str, where: Path, names: set[str]) -> None:
 def _check_module(path: Path, function: str, where: Path, label: str) -> None:
     """A task's Python file parses and defines `function` at its top level (it runs later)."""
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError) as exc:
         line = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else str(exc)
         raise TaskError(f"{where}: field '{label}': {path.name} is not valid Python ({line})") \

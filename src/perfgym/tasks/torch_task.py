@@ -9,6 +9,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..safe_ast import parse
 from .spec import TaskError
 
 BUILTIN_GPU_DIR = Path(__file__).parent / "builtin_gpu"
@@ -52,7 +53,7 @@ def load_torch_task(path: str | Path) -> TorchTask:
     path = Path(path)
     try:
         source = path.read_text()
-        tree = ast.parse(source)
+        tree = parse(source)
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{path}: cannot read the problem file ({exc})") from None
     except SyntaxError as exc:

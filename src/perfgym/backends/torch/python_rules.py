@@ -18,6 +18,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from ...safe_ast import parse
+
 ALLOWED_IMPORTS = ("torch", "triton", "math", "typing", "functools", "numbers", "itertools",
                    "dataclasses", "collections", "operator")
 BANNED_CALLS = {"exec", "eval", "compile", "open", "__import__", "getattr", "setattr", "delattr",
@@ -57,7 +59,7 @@ def audit_python(code: str, require_kernel: bool = True, enforce: bool = True) -
 def _audit(code: str, require_kernel: bool, enforce: bool) -> PythonAudit:
     audit = PythonAudit()
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError as exc:
         audit.violation = f"syntax error on line {exc.lineno}: {exc.msg}"
         return audit
