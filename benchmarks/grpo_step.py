@@ -4,6 +4,7 @@
                                    [--mode fixed|sqd] [--max-completion-length 200] [--lora]
                                    [--engine transformers|openvino|both]
     python benchmarks/grpo_step.py --like-learning [--steps 2]
+    python benchmarks/grpo_step.py --like-learning --before-after [--json OUT]
 
 `--model default` is the real default model (SmolLM2-135M-Instruct; `PATH` a model directory,
 e.g. the learning curve's SFT model, which writes kernels that compile); `tiny` (the default of
@@ -15,11 +16,15 @@ and with the fast CPU engine (perfgym.engine, the default model's architecture o
 the other in one run: the step split before and after. `--like-learning` runs the steps of the
 learning experiment's GRPO instead (benchmarks/learning.py: the default model, opened
 answers to the improve prompts of its five short training tasks, G 4, LoRA, bf16, the fast
-engine), where the answers compile and the evaluator has real work.
+engine), where the answers compile and the evaluator has real work. `--before-after` runs
+those steps twice in one run: as the learning experiment ran them (TRL's per-row update,
+micro-batches of 2), then with the shared-prefix update (train.shared_prefix) in micro-batches
+of one group (G 4); `--json` writes both splits and `step_ratio` (after over before).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import tempfile
@@ -42,14 +47,33 @@ def main() -> None:
                     choices=["transformers", "openvino", "both"])
     ap.add_argument("--like-learning", action="store_true",
                     help="the learning experiment's GRPO settings, on the default model")
+    ap.add_argument("--before-after", action="store_true", help="--like-learning twice: the "
+                    "per-row update in micro-batches of 2, then the shared-prefix update in "
+                    "micro-batches of G")
+    ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    if args.like_learning:
-        args.engine, args.model = "openvino", "default"
-    for engine in (["transformers", "openvino"] if args.engine == "both" else [args.engine]):
-        run_steps(args, engine)
+    if args.like_learning or args.before_after:
+        args.like_learning, args.engine, args.model = True, "openvino", "default"
+    results = {}
+    if args.before_after:
+        results["before"] = run_steps(args, "openvino", {"shared_prefix": False,
+                                                         "micro_batch": 2})
+        results["after"] = run_steps(args, "openvino", {"shared_prefix": True,
+                                                        "micro_batch": 4})
+        results["step_ratio"] = (results["after"]["seconds_per_step"]
+                                 / results["before"]["seconds_per_step"])
+        print(f"step time after / before: {results['step_ratio']:.2f}")
+    else:
+        for engine in (["transformers", "openvino"] if args.engine == "both"
+                       else [args.engine]):
+            results[engine] = run_steps(args, engine)
+    if args.json:
+        from perfgym.machine import cpu_model
+        results.update(machine=cpu_model(), cores=os.cpu_count(), steps=args.steps)
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
 
 
-def run_steps(args, engine: str) -> None:
+def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
 
     from perfgym.train import grpo
     from perfgym.train.tiny import build_coder_model
@@ -69,7 +93,7 @@ def run_steps(args, engine: str) -> None:
         from perfgym.train import recipes
         settings = recipes._settings(grpo.GRPOSettings, dict(
             learning.GRPO, model_path=str(model), output_dir=str(out), steps=args.steps,
-            save_steps=10**6, seed=1), "grpo")
+            save_steps=10**6, seed=1, **(overrides or {})), "grpo")
         args.G, args.groups, args.mode = settings.G, settings.groups_per_step, settings.mode
     else:
         settings = grpo.GRPOSettings(model_path=str(model), mode=args.mode, output_dir=str(out),
@@ -119,6 +143,14 @@ def run_steps(args, engine: str) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"  peak memory (max RSS of this process): {peak:.2f} GiB; model {args.model}")
     shutil.rmtree(out, ignore_errors=True)
+    return {"settings": overrides or {}, "completions": n, "seconds": total,
+            "seconds_per_step": total / args.steps,
+            "split": {"generate": spent["generate"], "evaluate": spent["evaluate"],
+                      "update": update},
+            "shares": {k: v / total for k, v in (("generate", spent["generate"]),
+                                                 ("evaluate", spent["evaluate"]),
+                                                 ("update", update))},
+            "statuses": statuses}
 
 
 if __name__ == "__main__":

