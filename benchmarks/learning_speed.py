@@ -62,7 +62,9 @@ GOAL_SHARE = 0.20  # the issue's goal for the student's share faster on the trai
 MIN_SAMPLES = 200
 FAILURE_LOG = math.log(0.1)
 TEACHER_PER_TASK = 6  # the coder costs ~20x the student per token: a ceiling, not an arm
-GRPO = {**learning.GRPO, "reward": "speed"}
+# the speed reward; micro-batches of one group, so the shared-prefix update computes each
+# prompt once (benchmarks/update_speed.py)
+GRPO = {**learning.GRPO, "reward": "speed", "micro_batch": 4}
 SFT = dict(learning.SFT)
 
 

@@ -104,6 +104,9 @@ def search_cmd(
                                   "not a random elite (evolve)"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="optimization level of the benchmark"),
+    threads: Optional[int] = typer.Option(None, help="OpenMP threads each kernel runs with "
+                                          "(default: every core; 1 judges single-thread "
+                                          "speed, steadier on a busy machine)"),
     temperature: Optional[float] = typer.Option(None, help="sampling temperature (default "
                                                 "1.0; the local default model: measured, "
                                                 "see the docs)"),
@@ -214,6 +217,10 @@ def search_cmd(
         config["profile"] = list(profilers)
     if sizes is not None:  # (absent otherwise: runs from before the option resume as they were)
         config["sizes"] = sizes
+    if threads is not None:  # (likewise)
+        if threads < 1:
+            raise UserError(f"--threads is at least 1, not {threads}")
+        config["threads"] = threads
     if answer_start:
         config["answer_start"] = True
     if local:  # which weights, exactly: name, size and SHA-256
@@ -262,7 +269,8 @@ def search_cmd(
     store.set_config(config)
     info = machine_mod.machine_info()
     with _LiveView(not as_json and sys.stderr.isatty()) as view:
-        engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers), reward, sampling,
+        engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers, threads=threads),
+                        reward, sampling,
                         info, on_result=view.update, templates=templates, sizes=size_set,
                         answer_start=answer_start)
         if memory is not None:

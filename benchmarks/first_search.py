@@ -1,0 +1,67 @@
+"""A new user's first search: `perfgym search` with no flags (dgemm, the default model and
+algorithm), timed from the command line, its best verified speedup over the naive kernel.
+
+    python benchmarks/first_search.py [--run-dir runs/first_search]
+                                      [--json benchmarks/results/first_search.json]
+
+The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost, is
+reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
+and its fraction of the shipped expert's, the answers' counts, the model and the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-dir", default="runs/first_search")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    from perfgym.machine import cpu_model
+    from perfgym.models import model_identity, search_default_model
+    model = search_default_model()
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch", model], check=True,
+                   capture_output=True)
+    fetch_seconds = time.monotonic() - started
+    run_dir = Path(args.run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "perfgym.cli", "search", "--run-dir",
+                           str(run_dir), "--json"], capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"perfgym search failed ({done.returncode}): {done.stderr[-800:]}")
+    result = json.loads(done.stdout)
+    best = result["best"] or {}
+    expert = expert_gflops(best.get("sizes"))
+    out = {"command": "perfgym search", "wall_seconds": round(wall, 1),
+           "model_fetch_seconds": round(fetch_seconds, 1), "model": model_identity(model),
+           "machine": cpu_model(), "best_id": result["best_id"],
+           "best_speedup": best.get("speedup"), "best_gflops": best.get("gflops"),
+           "best_message": best.get("message"), "expert_gflops": expert,
+           "fraction_of_expert": (best["gflops"] / expert if expert and best.get("gflops")
+                                  else None),
+           "answers": result["answers"], "failure_causes": result["failure_causes"]}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+
+
+def expert_gflops(size) -> float | None:
+    """The shipped expert dgemm's GFLOP/s at the search's size, measured now."""
+    from perfgym import EvalConfig, evaluate, get_task
+    task = get_task("dgemm")
+    o = evaluate(task, task.expert.read_text(), size, EvalConfig(use_cache=False))
+    return o.gflops if o.ok else None
+
+
+if __name__ == "__main__":
+    main()
