@@ -111,10 +111,40 @@ def test_a_batch_finishes_the_others_then_raises_the_task_fault():
 
 
 def test_the_cli_says_the_size_is_too_much_for_the_reference():
+    """The baseline, the naive and the expert kernel at a size whose reference runs ~50 s, with
+    a 4 s bound (--timeout 1): one line, exit 2, after the bound and the builds. It took 3 x 2
+    bounds before (each evaluation waited for the reference ahead of its check call, then again
+    in the check; the batch's three evaluations each did): 226 s at the default 32 s bound."""
     import subprocess
     import sys
+    started = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "perfgym.cli", "eval", "--task", "jacobi2d",
                         "--size", "N=3,M=3,T=10000000", "--timeout", "1", "--no-cache"],
                        capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "the reference took longer than" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "error: the reference took longer than 4 s at N=3,M=3,T=10000000: choose smaller sizes"
+    ], r.stderr
+    assert 4 <= took < 4 + 8, took  # the bound, once, and the start-up and one build
+
+
+def test_the_bound_is_waited_for_once_per_size():
+    """One evaluation waits for its bound once (not for the reference computed ahead of the
+    check call and then again in it); the next at that size is told at once."""
+    task = get_task("jacobi2d")
+    size = {"N": 3, "M": 4, "T": 10_000_000}  # a size no other test here uses
+    config = QUICK.replace(timeout=2.0)  # an 8 s bound
+    took = []
+    for _ in range(2):
+        started = time.monotonic()
+        with pytest.raises(ReferenceTooSlow, match="longer than 8 s at N=3,M=4,T=10000000"):
+            evaluate(task, task.baseline.read_text(), size, config)
+        took.append(time.monotonic() - started)
+    assert 8 <= took[0] < 8 + 4, took  # not 2 x 8 s
+    assert took[1] < 3, took  # the build only
+    # a longer bound tries again
+    assert not reference_running()
+    with pytest.raises(ReferenceTooSlow, match="longer than 12 s"):
+        evaluate(task, task.baseline.read_text(), size, QUICK.replace(timeout=3.0))
+    assert stopped_soon()

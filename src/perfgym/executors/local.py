@@ -49,6 +49,9 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
     # use_cache=False the batch shares the one it timed, or one timed in the last seconds
     # (evaluate.recent_baseline): no re-timing per candidate.
     bases: dict[tuple, Outcome] = {}
+    # a baseline that met a task fault (its reference too slow at the size, the size too large
+    # for memory): every request of that key is the same task fault, told without a build
+    base_faults: dict[tuple, TaskError] = {}
 
     def base_key(r: Request) -> tuple:
         return baseline_key(r.task, r.size, r.config)
@@ -60,6 +63,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
                 and key not in bases:
             try:
                 bases[key] = recent_baseline(r.task, r.size or r.task.default_size, r.config)
+            except TaskError as exc:
+                base_faults[key] = exc
             except Exception:  # each of its requests meets it again in `finish`, recorded there
                 pass
 
@@ -71,6 +76,9 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
     def build_one(i: int) -> None:
         r = requests[i]
         started = time.monotonic()
+        if (fault := base_faults.get(base_key(r))) is not None:
+            ready.put((i, fault))
+            return
         try:
             ready.put((i, prepare(r.task, r.text, r.size, r.config)))
         except TaskError as exc:

@@ -129,8 +129,9 @@ def measure(p: Prepared, outcome) -> Outcome:
 
 class _ReferencesAhead(threading.Thread):
     """The two input sets' reference outputs, computed into `refs` in a thread. A fault of
-    the reference (too slow at this size, or broken) is left for _verify, which computes that
-    set again and meets it there, where it is reported."""
+    the reference is left for _verify, where it is reported: a broken one is computed again
+    and fails again; one too slow at this size fails there at once (verify._TOO_SLOW keeps
+    it), so the bound is waited for once, not once here and once there."""
 
     def __init__(self, task, size, config, inputs, refs: dict) -> None:
         super().__init__(daemon=True, name="perfgym-references")
