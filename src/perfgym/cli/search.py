@@ -104,6 +104,9 @@ def search_cmd(
                                   "not a random elite (evolve)"),
     reward: str = typer.Option("tiered", help=f"reward scheme: {', '.join(SCHEMES)}"),
     opt: str = typer.Option("O3", help="optimization level of the benchmark"),
+    group_timing: bool = typer.Option(False, "--group-timing", help="time each group's "
+                                      "correct children against each other and the baseline "
+                                      "in interleaved rounds (5) before ranking them"),
     threads: Optional[int] = typer.Option(None, help="OpenMP threads each kernel runs with "
                                           "(default: every core; 1 judges single-thread "
                                           "speed, steadier on a busy machine)"),
@@ -217,6 +220,11 @@ def search_cmd(
         config["profile"] = list(profilers)
     if sizes is not None:  # (absent otherwise: runs from before the option resume as they were)
         config["sizes"] = sizes
+    if group_timing:  # (likewise)
+        if ray_address or sizes is not None:
+            raise UserError("--group-timing times groups on this machine at the default size: "
+                            "drop --ray-address and --sizes, or --group-timing")
+        config["group_timing"] = True
     if threads is not None:  # (likewise)
         if threads < 1:
             raise UserError(f"--threads is at least 1, not {threads}")
@@ -272,7 +280,7 @@ def search_cmd(
         engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers, threads=threads),
                         reward, sampling,
                         info, on_result=view.update, templates=templates, sizes=size_set,
-                        answer_start=answer_start)
+                        answer_start=answer_start, group_timing=group_timing)
         if memory is not None:
             engine.memory, engine.memory_k = kernel_memory, memory_k
         if ray_address:

@@ -90,6 +90,10 @@ def train_grpo(
                                        help="compute each group's shared prompt once in the "
                                        "update (same loss and gradients; faster for long "
                                        "prompts)"),
+    group_timing: bool = typer.Option(True, "--group-timing/--no-group-timing",
+                                      help="time each group's correct answers against each "
+                                      "other and the baseline in interleaved rounds (this "
+                                      "machine, the default size)"),
     ray_address: Optional[str] = typer.Option(None, help="judge the completions on this Ray "
                                               "cluster's benchmark nodes (an address, or auto)"),
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
@@ -117,7 +121,8 @@ def train_grpo(
         templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
         answer_start=(model_path is None and mode == "fixed") if answer_start is None
         else answer_start, turns=turns, turn_return=turn_return, gamma=gamma, bf16=bf16,
-        micro_batch=micro_batch, ray_address=ray_address, shared_prefix=shared_prefix)
+        micro_batch=micro_batch, ray_address=ray_address, shared_prefix=shared_prefix,
+        group_timing=group_timing)
     run = grpo.train(settings, resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}
     console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "

@@ -78,6 +78,9 @@ class Engine:
     # perfgym opens each answer (fence, includes, the entry's signature) and the model writes
     # the body (perfgym.opening): the policy gets the opening, the store the joined answer
     answer_start: bool = False
+    # time each group's correct children against each other and the baseline in interleaved
+    # rounds (perfgym.group_timing) before rewarding them; the local executor, default size
+    group_timing: bool = False
 
     def __post_init__(self) -> None:
         # a resumed run continues the policy where the stored candidates left it
@@ -179,11 +182,22 @@ class Engine:
         evaluate_folded(self.task, [(c.completion, self.eval_config.replace(stage=c.stage))
                                     for c in pending], self.sizes, record, self.executor)
 
+    def _times_groups(self) -> bool:
+        # (a group's rounds are timed here: a cluster's benchmark nodes time one at a time)
+        return self.group_timing and self.sizes is None and self.executor is evaluate_many
+
     def _reward_groups(self, steps: list[Step]) -> None:
         groups: dict[tuple, list[Candidate]] = defaultdict(list)
         for s in steps:
             groups[s.group].append(self.store.by_slot(s.slot))
         for members in groups.values():
             outcomes = [Outcome.from_dict(c.outcome) for c in members]
+            if self._times_groups() and not any("group_timed" in o.flags for o in outcomes):
+                from ..group_timing import retime_group
+                stage = members[0].stage
+                outcomes = retime_group(self.task, [c.completion for c in members], outcomes,
+                                        self.eval_config.replace(stage=stage))
+                for c, o in zip(members, outcomes):
+                    self.store.complete(c.id, o.to_dict(), float("nan"))
             for c, r in zip(members, score(self.reward, outcomes, opened=self.answer_start)):
                 self.store.set_reward(c.id, r)

@@ -79,6 +79,9 @@ class GRPOSettings:
     # the update computes each group's shared prompt once (train.shared_prefix): the same loss
     # and gradients as TRL's per-row forward, in less time where prompts are long
     shared_prefix: bool = True
+    # the correct answers of a group timed against each other in interleaved rounds with the
+    # baseline (perfgym.group_timing), so machine drift is not a random advantage
+    group_timing: bool = True
     # fixed mode's generation: "transformers" (TRL's own), or "openvino": the fast CPU engine
     # (perfgym.engine), the whole step in one call from the trainer's current weights, or
     # "server": an OpenAI-compatible server at server_url that loads the step's weights by
@@ -170,8 +173,12 @@ class PerfgymReward:
                  G: int, stage: int | None = None,
                  sizes: list[dict[str, int]] | None = None,
                  prompts: dict[str, tuple[Task, str | None]] | None = None,
-                 executor: Callable[..., list[Outcome]] = evaluate_many) -> None:
+                 executor: Callable[..., list[Outcome]] = evaluate_many,
+                 group_timing: bool = False) -> None:
         self.executor = executor  # local, or a Ray cluster's evaluate_many
+        # a group's correct answers timed against each other (perfgym.group_timing): on this
+        # machine, at the default size
+        self.group_timing = group_timing and sizes is None and executor is evaluate_many
         self.sizes = sizes  # None: the default size; else each completion's folded Outcome
         # several tasks (fixed mode): each prompt text's task and opening (None: not opened)
         self.prompts = prompts or {}
@@ -211,6 +218,12 @@ class PerfgymReward:
                                      executor=self.executor)
             for i, o in zip(mine, judged):
                 outcomes[i] = o
+        if self.group_timing:
+            from ..group_timing import retime_group
+            for g in range(0, n, self.G):
+                outcomes[g:g + self.G] = retime_group(
+                    tasks[g][0], texts[g:g + self.G], outcomes[g:g + self.G],
+                    self.eval_config.replace(stage=stages[g]))
         rewards: list[float] = []
         for g in range(0, n, self.G):  # consecutive completions of one prompt form a group
             rewards += neutral_for_refused(score(self.scheme, outcomes[g:g + self.G],
@@ -420,7 +433,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         executor = RayExecutor(None if settings.ray_address == "auto" else
                                settings.ray_address).evaluate_many
     reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage,
-                           size_set, executor=executor)
+                           size_set, executor=executor, group_timing=settings.group_timing)
     rollout = None
     if settings.mode == "fixed":
         reward.prompts = fixed_prompts(settings, tokenizer, machine, eval_config)

@@ -1,0 +1,99 @@
+"""Group timing: kernels that are compared with each other are timed against each other.
+
+GRPO ranks the answers of a group against each other, so timing noise between two correct
+answers becomes a random advantage: the same dot kernel was paid 1.85 in one step and 2.52 in
+another, timed minutes apart. Here the correct answers of a group and the task's baseline are
+timed in interleaved rounds, B A1 A2 ... B A1 A2 ..., each round one full protocol run per
+kernel (fresh inputs, check call, timed run in the exclusive lane, verification), so that a
+drift of the machine falls on every member of a round alike. A kernel's speedup is the median
+over rounds of the baseline's time over its time in the same round; `speedup_low` is a
+distribution-free lower bound on that median (a sign test over the rounds, at 95%).
+
+Only C-family kernels are re-timed (a PyTorch candidate is already timed in paired calls
+against its reference). A kernel that fails a later round is judged by that failure. The
+Outcomes are new: nothing of a group's timing goes to the outcome cache, whose entries are one
+kernel's timing alone.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Sequence
+
+from .config import EvalConfig
+from .outcome import Outcome, sign_test_rank
+from .tasks import Task
+
+ROUNDS = 5  # a sign test over 5 paired rounds bounds the median at 97% with the smallest ratio
+ALPHA = 0.05
+
+
+def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
+                 config: EvalConfig, rounds: int = ROUNDS,
+                 size: dict[str, int] | None = None,
+                 order: list[str] | None = None) -> list[Outcome]:
+    """`outcomes` (each answer judged alone) with the correct C-family answers timed again in
+    interleaved rounds with the baseline. `order`, when given, receives the label of every
+    timed run in the order the lane ran them ("baseline", or the answer's index)."""
+    from .evaluate import BASELINE_COPY, _maker, is_baseline_copy, ok_message, prepare
+    from .backends import backend_for
+    if rounds < ROUNDS:
+        raise ValueError(f"group timing needs at least {ROUNDS} rounds: fewer cannot bound a "
+                         "speedup at 95%")
+    if not backend_for(task).separate_baseline:
+        return list(outcomes)
+    members = [i for i, o in enumerate(outcomes) if o.ok]
+    if not members:
+        return list(outcomes)
+    size = dict(size or task.default_size)
+    # each round times every member once: the round's share of the usual timing budget
+    cfg = config.replace(use_cache=False, max_time=max(config.max_time / rounds, 0.05))
+    sources = [("baseline", task.baseline.read_text())] + [(i, texts[i]) for i in members]
+    prepared = {label: prepare(task, text, size, cfg) for label, text in sources}
+    times: dict = {label: [] for label, _ in sources}
+    last: dict = {}
+    failed: dict = {}
+    try:
+        for _ in range(rounds):
+            for label, _ in sources:
+                p = prepared[label]
+                if isinstance(p, Outcome) or label in failed:
+                    continue
+                o = p.backend.measure(p, _maker(task, size, cfg, time.monotonic(), p.machine,
+                                                p.techniques))
+                if order is not None:
+                    order.append("baseline" if label == "baseline" else str(label))
+                if not o.ok:
+                    failed[label] = o
+                    continue
+                times[label].append(o.timing.median)
+                last[label] = o
+    finally:
+        for p in prepared.values():
+            if not isinstance(p, Outcome):
+                p.backend.cleanup(p)
+    base = times["baseline"]
+    result = list(outcomes)
+    for i in members:
+        if i in failed:  # a correct answer that failed a later round is judged by it
+            result[i] = failed[i]
+            continue
+        if isinstance(prepared[i], Outcome) or i not in last:
+            continue  # (cannot happen for an answer that was judged OK alone)
+        if not base or "baseline" in failed:
+            continue  # no baseline to pair with: the answer keeps its own timing
+        ratios = sorted(b / t for b, t in zip(base, times[i]) if t > 0)
+        k = sign_test_rank(len(ratios), ALPHA)
+        o = last[i]
+        median_time = statistics.median(times[i])
+        flops = task.flop_count(size)
+        o.gflops = flops / median_time / 1e9 if flops else o.gflops
+        o.speedup = statistics.median(ratios)
+        o.speedup_low = ratios[k - 1] if k > 0 else 0.0
+        if is_baseline_copy(task, prepared[i].code):
+            o.speedup, o.flags = 1.0, [*o.flags, BASELINE_COPY]
+        o.flags = [*o.flags, "group_timed"]
+        o.message = ""
+        o.message = ok_message(o) + f"; timed in {len(ratios)} rounds with its group"
+        result[i] = o
+    return result

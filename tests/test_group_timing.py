@@ -1,0 +1,85 @@
+"""Group timing (perfgym.group_timing): a group's correct kernels and the baseline are timed in
+interleaved rounds in the exclusive lane; a wrong answer is left as it was judged and the
+others are still timed; a copy of the baseline stays 1x; a clearly faster kernel is faster by
+the rounds' bound."""
+from contextlib import contextmanager
+
+from perfgym import EvalConfig, evaluate, get_task
+from perfgym.group_timing import retime_group
+from perfgym.lane import LANE
+from perfgym.outcome import Status
+from perfgym.train.pairs import VARIANTS_DIR
+
+CONFIG = EvalConfig(use_cache=False, timeout=3.0, max_time=0.5, max_samples=30, min_samples=3)
+
+
+def test_interleaved_rounds_in_the_lanes_order_a_wrong_answer_left_out(monkeypatch):
+    task = get_task("dgemm")
+    naive = task.baseline.read_text()
+    ikj = (VARIANTS_DIR / "dgemm__ikj_loop_order.c").read_text()
+    wrong = naive.replace("C[i * N + j] = sum;", "C[i * N + j] = sum * 1.01;")
+    texts = [ikj, wrong, "/* a copy */\n" + naive]
+    alone = [evaluate(task, t, None, CONFIG) for t in texts]
+    assert [o.status for o in alone] == [Status.OK, Status.WRONG_ANSWER, Status.OK]
+
+    # what held the exclusive lane, in order: the lane's own record, by kernel source
+    from perfgym.backends.c import CBackend
+    entered, current = [], {"code": None}
+    original_lane, original_measure = LANE.exclusive, CBackend.measure
+
+    @contextmanager
+    def recording():
+        entered.append(current["code"])
+        with original_lane():
+            yield
+
+    def measure(self, p, outcome):
+        current["code"] = p.code
+        return original_measure(self, p, outcome)
+    monkeypatch.setattr(LANE, "exclusive", recording)
+    monkeypatch.setattr(CBackend, "measure", measure)
+
+    order = []
+    judged = retime_group(task, texts, alone, CONFIG, rounds=5, order=order)
+    assert order == ["baseline", "0", "2"] * 5
+    source = {"baseline": naive, "0": texts[0], "2": texts[2]}
+    # (a timed run that a neighbour disturbed is run again at once: one kernel, twice in a row)
+    runs = [code for k, code in enumerate(entered) if k == 0 or entered[k - 1] != code]
+    assert runs == [source[label] for label in order], \
+        "the timer's order is not the order the lane was taken in"
+
+    assert judged[1] is alone[1]  # the wrong answer: as it was judged alone
+    fast, copy = judged[0], judged[2]
+    assert fast.ok and "group_timed" in fast.flags and fast.speedup > 2
+    assert fast.speedup_low is not None and fast.speedup_low > 1.0
+    assert copy.ok and copy.speedup == 1.0 and "baseline_copy" in copy.flags
+    assert "timed in 5 rounds with its group" in fast.message
+
+
+def test_a_group_with_no_correct_answer_is_returned_as_it_was():
+    task = get_task("dot")
+    o = evaluate(task, "no code here", None, CONFIG)
+    assert o.status is Status.FORMAT_ERROR
+    assert retime_group(task, ["no code here"], [o], CONFIG) == [o]
+
+
+def test_a_search_with_group_timing_ranks_its_children_by_their_rounds(tmp_path):
+    import json
+
+    from perfgym.policies.replay import ReplayPolicy
+    from perfgym.search import SQD, Engine, SQDConfig
+    from perfgym.store import RunStore
+    task = get_task("dgemm")
+    ikj = (VARIANTS_DIR / "dgemm__ikj_loop_order.c").read_text()
+    wrong = task.baseline.read_text().replace("C[i * N + j] = sum;", "C[i * N + j] = -sum;")
+    replay = tmp_path / "answers.jsonl"
+    replay.write_text("".join(json.dumps({"completion": f"```c\n{a}\n```"}) + "\n"
+                              for a in (ikj, wrong)))
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay), task, CONFIG, "tiered", group_timing=True)
+    SQD(engine, SQDConfig(iterations=1, G=2, stages=(6,))).run()
+    children = [c for c in store.candidates() if c.iteration == 1]
+    assert sorted(c.status for c in children) == ["OK", "WRONG_ANSWER"]
+    fast = next(c for c in children if c.ok)
+    assert "group_timed" in fast.outcome["flags"] and fast.outcome["speedup_low"] > 1.0
+    assert fast.reward == fast.outcome["gflops"]  # rewarded after its rounds
