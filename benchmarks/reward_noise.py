@@ -1,0 +1,124 @@
+"""How far a second evaluation of the same kernel lands, one at a time and in group timing.
+
+    python benchmarks/reward_noise.py [--repeats 10] [--tasks all] [--json OUT]
+
+Per built-in task, the naive and the expert kernel, each evaluated `--repeats` times alone
+(the cache off, one after the other): the CV of its speedup over naive (the reward's input).
+Then the same two kernels as one group (perfgym.group_timing: 5 interleaved rounds with the
+baseline), `--repeats` times: the CV of each one's speedup, and how often the group's order
+of the two (expert faster than naive) agrees with the majority order. Finally the order of two
+kernels about 10% apart (dgemm's naive kernel against a copy slowed by a dependent extra
+multiply per row, `--close` repeats): one at a time, and in group timing.
+
+Prints the worst task's CV (`max_cv`) for each way and writes every figure with `--json`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def cv(xs: list[float]) -> float:
+    return statistics.pstdev(xs) / statistics.fmean(xs) if len(xs) > 1 and statistics.fmean(xs) \
+        else 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--close", type=int, default=10)
+    ap.add_argument("--tasks", default="all")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    from perfgym import EvalConfig, evaluate, get_task
+    from perfgym.group_timing import retime_group
+    from perfgym.machine import cpu_model
+    from perfgym.tasks import builtin_names
+    names = builtin_names() if args.tasks == "all" else args.tasks.split(",")
+    config = EvalConfig(use_cache=False)
+    rows = {}
+    started = time.monotonic()
+    for name in names:
+        task = get_task(name)
+        if task.expert is None:
+            continue
+        kernels = {"naive": "/* the naive kernel, evaluated as an answer */\n"
+                            + task.baseline.read_text(), "expert": task.expert.read_text()}
+        alone = {k: [] for k in kernels}
+        for _ in range(args.repeats):
+            for k, text in kernels.items():
+                o = evaluate(task, text, None, config)
+                if o.ok:
+                    # the naive kernel is 1x by definition (baseline_copy): its time's spread
+                    # against the baseline's is what a near copy would be paid
+                    alone[k].append(o.timing.median)
+        base = [evaluate(task, task.baseline.read_text(), None, config).timing.median
+                for _ in range(3)]
+        grouped = {k: [] for k in kernels}
+        order = []
+        texts = list(kernels.values())
+        for _ in range(args.repeats):
+            firsts = [evaluate(task, t, None, config) for t in texts]
+            judged = retime_group(task, texts, firsts, config)
+            for k, o in zip(kernels, judged):
+                if o.ok:
+                    grouped[k].append(statistics.median(o.timing.samples))
+            if all(o.ok for o in judged):
+                order.append(judged[1].timing.median < judged[0].timing.median)
+        rows[name] = {
+            "alone_cv": {k: cv(v) for k, v in alone.items()},
+            "grouped_cv": {k: cv(v) for k, v in grouped.items()},
+            "alone_medians_s": alone, "grouped_medians_s": grouped,
+            "baseline_s": base,
+            "grouped_order_agreement": (max(sum(order), len(order) - sum(order)) / len(order)
+                                        if order else None)}
+        print(f"{name:12s} alone CV naive {rows[name]['alone_cv']['naive']:.1%} expert "
+              f"{rows[name]['alone_cv']['expert']:.1%}; grouped CV naive "
+              f"{rows[name]['grouped_cv']['naive']:.1%} expert "
+              f"{rows[name]['grouped_cv']['expert']:.1%} "
+              f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
+    result = {"machine": cpu_model(), "cores": os.cpu_count(), "repeats": args.repeats,
+              "tasks": rows,
+              "max_cv": {"alone": max(max(r["alone_cv"].values()) for r in rows.values()),
+                         "grouped": max(max(r["grouped_cv"].values()) for r in rows.values())},
+              "order_agreement": close_pair(args.close, config),
+              "wall_seconds": round(time.monotonic() - started)}
+    print(json.dumps({k: v for k, v in result.items() if k != "tasks"}, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+def close_pair(repeats: int, config) -> dict:
+    """dgemm's naive kernel against one about 10% slower: how often each way orders them
+    right (one at a time: two separate evaluations; grouped: one group timing)."""
+    from perfgym import evaluate, get_task
+    from perfgym.group_timing import retime_group
+    task = get_task("dgemm")
+    naive = task.baseline.read_text()
+    # a multiply by 1 + 2^-52 after each add: the sum's dependency chain gets longer, the
+    # answer moves by 256 ulps at most (the task's rtol is 1e-6)
+    slower = naive.replace("sum += A[i * K + k] * B[k * N + j];",
+                           "sum += A[i * K + k] * B[k * N + j]; sum *= 1.0000000000000002;")
+    texts = ["/* naive */\n" + naive, slower]
+    alone_right = grouped_right = 0
+    ratio = []
+    for _ in range(repeats):
+        a, b = (evaluate(task, t, None, config) for t in texts)
+        if a.ok and b.ok:
+            alone_right += a.timing.median < b.timing.median
+            ratio.append(b.timing.median / a.timing.median)
+        judged = retime_group(task, texts, [a, b], config)
+        if all(o.ok for o in judged):
+            grouped_right += judged[0].speedup > judged[1].speedup
+    return {"pair": "dgemm naive against a copy with a dependent multiply per step",
+            "slower_over_naive": statistics.median(ratio) if ratio else None,
+            "alone": alone_right / repeats, "grouped": grouped_right / repeats}
+
+
+if __name__ == "__main__":
+    main()
