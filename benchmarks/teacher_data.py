@@ -5,9 +5,9 @@ task the student may learn from, and the gym's verified improvements become slow
 
 One `perfgym search` per task (SQD at stage 6, where every technique is allowed: one iteration
 of `--samples` improvements of the naive kernel, opened answers, the coder's measured sampler),
-each in its own run directory under `--out`. Kernels are judged on one thread, as the learning
-experiment judges the student's: a pair must be faster without the second core (on a shared
-2-core machine OpenMP kernels measured 0.5-0.9x the naive kernel while a neighbour ran). The
+each in its own run directory under `--out`. Kernels run on every core, as the learning-speed
+experiment judges the student's: measured on one thread, none of the coder's answers to dot,
+prefix_sum, transpose and histogram beat the naive kernel (its speedups are OpenMP's). The
 runs are the cache: a finished run is
 skipped, a killed one is resumed (`--resume`), so a rerun does only what is missing. Then
 `perfgym pairs from-runs` turns the verified, faster children into `--out/pairs.jsonl`, the
@@ -92,7 +92,7 @@ def run_task(task: str, run_dir: Path, samples: int, model: str) -> dict:
     cmd = [sys.executable, "-m", "perfgym.cli", "search", "--task", task, "--algo", "sqd",
            "--stages", "6", "--iterations", "1", "--G", str(samples), "--model-path", model,
            "--policy", "openvino", "--answer-start", "--no-heldout", "--run-dir", str(run_dir),
-           "--threads", "1", "--json"]
+           "--json"]
     from perfgym.store import RunStore
     if RunStore.exists(run_dir):
         cmd.append("--resume")

@@ -16,7 +16,11 @@ def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
     cands = [c for c in store.candidates() if not c.pending and c.op != "seed"]
     n, c_ok = len(cands), sum(c.ok for c in cands)
     lines = [f"# Run {store.dir.name}", ""]
-    lines += [f"- {k}: `{v}`" for k, v in sorted(config.items()) if k != "sampling"]
+    lines += [f"- {k}: `{v}`" for k, v in sorted(config.items())
+              if k not in ("sampling", "model_id")]
+    if ident := config.get("model_id"):  # the exact weights: name, size and SHA-256
+        lines.append(f"- model weights: {ident.get('name')}, {ident.get('size') or 0:,} bytes, "
+                     f"SHA-256 `{ident.get('sha256')}`")
     lines += ["", f"{n} candidates evaluated, {c_ok} correct.", ""]
     statuses = Counter(c.status for c in cands)
     lines += ["| status | candidates |", "| --- | --- |"]
