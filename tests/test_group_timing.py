@@ -56,11 +56,13 @@ def test_interleaved_rounds_in_the_lanes_order_a_wrong_answer_left_out(monkeypat
     assert "timed in 5 rounds with its group" in fast.message
 
 
-def test_a_group_with_no_correct_answer_is_returned_as_it_was():
+def test_a_group_with_fewer_than_two_correct_answers_is_returned_as_it_was():
     task = get_task("dot")
-    o = evaluate(task, "no code here", None, CONFIG)
-    assert o.status is Status.FORMAT_ERROR
-    assert retime_group(task, ["no code here"], [o], CONFIG) == [o]
+    texts = ["no code here", task.expert.read_text()]
+    alone = [evaluate(task, t, None, CONFIG) for t in texts]
+    assert [o.status for o in alone] == [Status.FORMAT_ERROR, Status.OK]
+    judged = retime_group(task, texts, alone, CONFIG)
+    assert judged == alone and "group_timed" not in judged[1].flags
 
 
 def test_a_search_with_group_timing_ranks_its_children_by_their_rounds(tmp_path):
@@ -74,12 +76,13 @@ def test_a_search_with_group_timing_ranks_its_children_by_their_rounds(tmp_path)
     wrong = task.baseline.read_text().replace("C[i * N + j] = sum;", "C[i * N + j] = -sum;")
     replay = tmp_path / "answers.jsonl"
     replay.write_text("".join(json.dumps({"completion": f"```c\n{a}\n```"}) + "\n"
-                              for a in (ikj, wrong)))
+                              for a in (ikj, wrong, task.baseline.read_text())))
     store = RunStore(tmp_path / "run")
     engine = Engine(store, ReplayPolicy(replay), task, CONFIG, "tiered", group_timing=True)
-    SQD(engine, SQDConfig(iterations=1, G=2, stages=(6,))).run()
+    SQD(engine, SQDConfig(iterations=1, G=3, stages=(6,))).run()
     children = [c for c in store.candidates() if c.iteration == 1]
-    assert sorted(c.status for c in children) == ["OK", "WRONG_ANSWER"]
-    fast = next(c for c in children if c.ok)
+    assert sorted(c.status for c in children) == ["OK", "OK", "WRONG_ANSWER"]
+    fast = max((c for c in children if c.ok), key=lambda c: c.gflops)
     assert "group_timed" in fast.outcome["flags"] and fast.outcome["speedup_low"] > 1.0
-    assert fast.reward == fast.outcome["gflops"]  # rewarded after its rounds
+    # rewarded after its rounds (a timing that other programs disturbed is refused: NaN)
+    assert fast.reward == fast.outcome["gflops"] or fast.outcome["disturbed"]

@@ -10,9 +10,10 @@ over rounds of the baseline's time over its time in the same round; `speedup_low
 distribution-free lower bound on that median (a sign test over the rounds, at 95%).
 
 Only C-family kernels are re-timed (a PyTorch candidate is already timed in paired calls
-against its reference). A kernel that fails a later round is judged by that failure. The
-Outcomes are new: nothing of a group's timing goes to the outcome cache, whose entries are one
-kernel's timing alone.
+against its reference), and only in groups of two or more correct answers: one alone is
+ranked against failures, whatever its time. A kernel that fails a later round is judged by
+that failure. The Outcomes are new: nothing of a group's timing goes to the outcome cache,
+whose entries are one kernel's timing alone.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
     if not backend_for(task).separate_baseline:
         return list(outcomes)
     members = [i for i, o in enumerate(outcomes) if o.ok]
-    if not members:
+    if len(members) < 2:  # nothing to rank against each other: the timing alone stands
         return list(outcomes)
     size = dict(size or task.default_size)
     # each round times every member once: the round's share of the usual timing budget
