@@ -126,12 +126,29 @@ def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcom
     return outcome
 
 
+# The task's own kernel is correct by construction: a verdict against it is the host's (a
+# parent starved on a busy machine read the harness's clock as tampering, and the cache then
+# kept it: every later candidate of the task had no speedup). It is judged again, uncached, up
+# to this many times, and a good verdict replaces the bad one in the cache.
+BASELINE_RETRIES = 2
+
+
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     """The task's baseline kernel at the same size and flags (cached like any candidate, and
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
     the load)."""
-    return evaluate(task, task.baseline.read_text(), size,
-                    config.replace(stage=None, compare_baseline=False, seed=None, profile=()))
+    cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=())
+    text = task.baseline.read_text()
+    base = evaluate(task, text, size, cfg)
+    for _ in range(BASELINE_RETRIES):
+        if base.ok:
+            break
+        base = evaluate(task, text, size, cfg.replace(use_cache=False))
+        if base.ok and cfg.use_cache:
+            info = machine.summary(machine.machine_info(cfg.compiler))
+            outcome_cache().put(cache_key(task, text, dict(size or task.default_size), cfg,
+                                          info["id"]), base)
+    return base
 
 
 # Under use_cache=False nothing outlives the process, and no baseline is older than this: the

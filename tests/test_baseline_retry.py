@@ -1,0 +1,30 @@
+"""The task's own baseline is correct by construction: a verdict against it (a starved parent
+on a busy machine read as tampering) is the host's, so it is judged again and a good verdict
+replaces the bad one in the cache; candidates then get their speedup."""
+from perfgym import EvalConfig, evaluate, get_task, machine
+from perfgym.cache import cache_key
+from perfgym.evaluate import baseline, outcome_cache
+from perfgym.outcome import Outcome, Status
+
+
+def test_a_bad_cached_baseline_is_judged_again_and_replaced(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path))
+    import importlib
+    monkeypatch.setattr(importlib.import_module("perfgym.evaluate"), "_cache", None)
+    # (a cache of this test's own, under the directory above)
+    task = get_task("dot")
+    config = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+    size = dict(task.default_size)
+    cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=())
+    info = machine.summary(machine.machine_info(cfg.compiler))
+    key = cache_key(task, task.baseline.read_text(), size, cfg, info["id"])
+    bad = Outcome(Status.WRONG_ANSWER, task.name, size,
+                  "tampering: the harness reported 1.95 ms per call but the parent saw 3.96 ms")
+    outcome_cache().put(key, bad)
+    assert outcome_cache().get(key).status is Status.WRONG_ANSWER
+
+    base = baseline(task, size, config)
+    assert base.ok, base.message
+    assert outcome_cache().get(key).ok  # the bad verdict is gone from the cache
+    candidate = evaluate(task, task.expert.read_text(), None, config)
+    assert candidate.ok and candidate.speedup is not None
