@@ -76,6 +76,18 @@ def yield_row(run_dir: Path) -> dict:
                          if any(o.status is s for o in outcomes)}}
 
 
+def disturbed_share(run_dir: Path) -> float:
+    """The share of the run's correct answers whose timing other programs disturbed in every
+    try (Outcome.disturbed): their speedups, and so the pairs, are not to be trusted."""
+    from perfgym.store import RunStore
+    store = RunStore(run_dir)
+    try:
+        ok = [c for c in store.candidates() if c.ok and c.op != "seed"]
+    finally:
+        store.close()
+    return sum(bool(c.outcome.get("disturbed")) for c in ok) / len(ok) if ok else 0.0
+
+
 def finished(run_dir: Path) -> bool:
     from perfgym.store import RunStore
     if not RunStore.exists(run_dir):
@@ -119,13 +131,21 @@ def main() -> None:
     cost = json.loads(cost_file.read_text()) if cost_file.is_file() else {}
     for i, task in enumerate(tasks, 1):
         run_dir = args.out / task
+        if finished(run_dir) and disturbed_share(run_dir) > 0.5:
+            # most of its timings were taken while other programs held the CPU: run it again
+            print(f"[{i}/{len(tasks)}] {task}: {disturbed_share(run_dir):.0%} of its timings "
+                  "disturbed, run again", file=sys.stderr, flush=True)
+            import shutil
+            shutil.rmtree(run_dir)
         if finished(run_dir):
             print(f"[{i}/{len(tasks)}] {task}: done before", file=sys.stderr, flush=True)
             continue
         print(f"[{i}/{len(tasks)}] {task}: {args.samples} answers from {args.model}",
               file=sys.stderr, flush=True)
         row = run_task(task, run_dir, args.samples, args.model)
-        cost[task] = row
+        row["disturbed_share"] = round(disturbed_share(run_dir), 3)
+        cost[task] = {**row, "wall_seconds": row["wall_seconds"]
+                      + cost.get(task, {}).get("wall_seconds", 0.0)}  # a rerun's cost adds
         cost_file.write_text(json.dumps(cost, indent=1) + "\n")
         a = row["answers"]
         print(f"    {a['passed']}/{a['answers']} passed in {row['wall_seconds']:.0f} s",
