@@ -2,6 +2,7 @@
 task the student may learn from, and the gym's verified improvements become slow/fast pairs.
 
     python benchmarks/teacher_data.py [--out runs/teacher] [--samples 16] [--model coder]
+                                      [--yield-into benchmarks/results/default_yield.json]
 
 One `perfgym search` per task (SQD at stage 6, where every technique is allowed: one iteration
 of `--samples` improvements of the naive kernel, opened answers, the coder's measured sampler),
@@ -122,6 +123,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/teacher"))
     ap.add_argument("--samples", type=int, default=16, help="answers per task")
     ap.add_argument("--model", default="coder")
+    ap.add_argument("--yield-into", type=Path, default=None, help="add the coder's yield row "
+                    "to this default_yield.py results file (its setting named after the model)")
     ap.add_argument("--tasks", default=None, help="comma-separated (default: every built-in "
                     "task but the held-out one)")
     args = ap.parse_args()
@@ -177,6 +180,10 @@ def main() -> None:
                   "mean": {k: sum(r[k] for r in rows.values()) / len(rows)
                            for k in ("parse", "compile", "correct", "faster_than_naive")}}
     (args.out / "yield.json").write_text(json.dumps(yield_file, indent=1) + "\n")
+    if args.yield_into:
+        kept = json.loads(args.yield_into.read_text())
+        kept["settings"][args.model] = yield_file
+        args.yield_into.write_text(json.dumps(kept, indent=1) + "\n")
 
 
 if __name__ == "__main__":
