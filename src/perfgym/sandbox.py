@@ -63,6 +63,11 @@ class RunResult:
     # markers timed by the parent's clock, out of the command's reach (the C harness's timed
     # calls). They stay in stdout too and count against the output cap.
     markers: list[tuple[float, str]] = field(default_factory=list)
+    # marker line -> the CPU seconds the command's process (all its threads) had used when the
+    # line arrived, read from the kernel's accounting right after the arrival time: a witness
+    # of the work done between markers that, unlike the arrival times, a parent kept from its
+    # CPU does not change (the first arrival of a line counts)
+    marker_cpu: dict[str, float] = field(default_factory=dict)
     MARKER = b"@"
 
     @property
@@ -448,11 +453,14 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
     overflow = threading.Event()
     lock = threading.Lock()
     markers: list[tuple[float, str]] = []
+    marker_cpu: dict[str, float] = {}
     partial = bytearray()  # stdout after its last newline
+    cpu_clock = process_cpu_clock(proc.pid)
 
     def drain(stream, key: str) -> None:
         while chunk := stream.read1(65536):
             arrived = time.monotonic()  # before anything else: this is what a marker measures
+            cpu = _cpu_seconds(cpu_clock) if key == "out" else None
             with lock:
                 room = limits.output_bytes - len(kept["out"]) - len(kept["err"])
                 if room > 0:
@@ -467,6 +475,9 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                     known = len(markers)
                     markers.extend((arrived, line.decode(errors="replace")) for line in lines
                                    if line.startswith(RunResult.MARKER))
+                    if cpu is not None:
+                        for _, line in markers[known:]:
+                            marker_cpu.setdefault(line, cpu)
                     partial[:] = rest
                     if markers and not known:
                         _time_markers_promptly()
@@ -521,7 +532,20 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
     return RunResult(returncode=rc, stdout=kept["out"].decode(errors="replace"),
                      stderr=kept["err"].decode(errors="replace"), wall=wall,
                      timed_out=timed_out, output_overflow=overflow.is_set(), killed_by=killed_by,
-                     markers=markers)
+                     markers=markers, marker_cpu=marker_cpu)
+
+
+def process_cpu_clock(pid: int) -> int:
+    """The clock id of process `pid`'s CPU time (all its threads, in ns, as the kernel accounts
+    it): Linux's CPUCLOCK_SCHED of the process, which clock_gettime reads for any process."""
+    return ((~pid) << 3) | 2
+
+
+def _cpu_seconds(clock: int) -> float | None:
+    try:
+        return time.clock_gettime(clock)
+    except (OSError, OverflowError):  # the process is gone (or not Linux)
+        return None
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -130,3 +130,105 @@ def test_the_harness_gets_a_read_only_got(dgemm, fast, workdir):
     dynamic = subprocess.run(["readelf", "-d", str(workdir / "run")], capture_output=True,
                              text=True, check=True).stdout
     assert "BIND_NOW" in dynamic
+
+
+# ---- a starved parent: the harness's CPU time is the second witness ---------------------------
+
+def cpu_readings(ms, calls_cpu, work_cpu=2e-3, stand_in=1e-3):
+    """What the sandbox records beside `ms` (from markers()): the harness's CPU seconds as each
+    marker arrived, where its own work takes `work_cpu` a round, a dry round's stand-in
+    `stand_in` and timed call k `calls_cpu[k]` of CPU."""
+    lines = [line for _, line in ms]
+    n_dry = sum(line.startswith("@c ") for line in lines) - 1
+    used, out = 5.0, {}
+    for i, line in enumerate(lines):
+        if 1 <= i <= n_dry:
+            used += stand_in + work_cpu
+        elif i == n_dry + 1:
+            used += 0.03  # the first call and the warm-ups
+        elif i > n_dry + 1:
+            used += calls_cpu[i - n_dry - 2] + work_cpu
+        out[line] = used
+    return out
+
+
+def test_a_parent_that_saw_waiting_not_work_is_late_not_tampered_with():
+    """The issue's figures: 4.04 ms calls, the parent saw about 10 ms a round (the harness, or
+    the parent, waited for a CPU between the calls), the harness's CPU time says 4 ms a round."""
+    ms = markers([0.0099] * 20, work=2e-3)
+    problem, seen = cross_check([0.00404] * 20, ms, cpu_readings(ms, [0.004] * 20), threads=1)
+    assert problem == "the harness reported 4.04 ms per call but the parent saw 9.9 ms (medians)"
+    assert seen["parent_slower"] and seen["parent_late"]
+    assert seen["round_cpu_median"] == pytest.approx(0.004)
+
+
+def test_hidden_work_is_tampering_whatever_the_parent_saw():
+    """The same parent's view, but the CPU time shows the work: 9.9 ms a round, 4.04 reported."""
+    ms = markers([0.0099] * 20, work=2e-3)
+    problem, seen = cross_check([0.00404] * 20, ms, cpu_readings(ms, [0.0099] * 20), threads=1)
+    assert problem and seen["parent_slower"] and not seen["parent_late"]
+
+
+def test_hidden_work_cannot_hide_in_a_parent_that_reads_in_bunches():
+    """A parent that reads three markers at once sees rounds of 0, 0 and 3 calls' CPU: their
+    median says nothing, the sum does."""
+    ms = markers([0.0099] * 21, work=2e-3)
+    cpu = cpu_readings(ms, [0.0099] * 21)
+    lines = [line for _, line in ms]
+    for k in range(len(lines) - 21, len(lines)):  # each read with the next two
+        cpu[lines[k]] = cpu[lines[min(k + 2 - (k - len(lines) + 21) % 3, len(lines) - 1)]]
+    problem, seen = cross_check([0.00404] * 21, ms, cpu, threads=1)
+    assert problem and not seen["parent_late"], seen
+    assert seen["harness_cpu"] > seen["harness_cpu_allowed"]
+
+
+def test_without_cpu_readings_the_rule_is_the_parents():
+    ms = markers([0.0099] * 20, work=2e-3)
+    problem, seen = cross_check([0.00404] * 20, ms)
+    assert problem and "parent_late" not in seen
+
+
+# ---- the same, with real processes: the harness frozen between its calls ----------------------
+
+def frozen_run(task, code, size, config, workdir, freeze):
+    """The harness's whole protocol in the sandbox, stopped (SIGSTOP) for `freeze` seconds as
+    each timed call's marker arrives: off its CPU between two calls, as a harness waiting
+    behind a busier program is. Returns cross_check's verdict with the CPU readings."""
+    import os
+    import signal
+    import time
+
+    import numpy as np
+
+    from perfgym.backends.c.measure import _read_report
+
+    built = cbackend.build(task, code, config, workdir)
+    assert built.ok, built.message
+    rng = np.random.default_rng(7)
+    inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng) for _ in range(2)])
+    cbackend.write_manifest(task, size, inputs, config, workdir, 12345)
+    procs = []
+
+    def on_marker(line):
+        if line.startswith("@t ") and procs:
+            os.kill(procs[0].pid, signal.SIGSTOP)
+            time.sleep(freeze)
+            os.kill(procs[0].pid, signal.SIGCONT)
+
+    result = cbackend.run(task, size, config, workdir, on_start=procs.append,
+                          on_marker=on_marker)
+    assert result.ok, result.stderr
+    report = _read_report(workdir / "result.txt")
+    return cross_check(report["samples"], result.markers, result.marker_cpu)
+
+
+def test_a_harness_frozen_between_calls_is_late_not_tampering(fast, workdir):
+    """The naive scan at 4M elements (2 ms calls; poisoning and checking its 32 MB arrays
+    between the calls gives the freeze time to land there): the parent's clock alone calls it
+    tampering, the CPU time does not."""
+    from perfgym import get_task
+    task = get_task("prefix_sum")
+    problem, seen = frozen_run(task, task.baseline.read_text(), {"N": 4_000_000},
+                               fast.replace(max_samples=12), workdir, freeze=0.010)
+    assert problem and seen["parent_slower"], seen  # what the parent's clock alone said
+    assert seen["parent_late"], seen

@@ -36,6 +36,10 @@ TAMPER_MARGIN = 1e-3  # seconds
 # parent read "@t 0" late. Generous: without real-time priority for the reader that reached
 # 15 ms under load.
 AHEAD_EPSILON = 50e-3  # seconds
+# What the harness's CPU time over the timed calls may exceed its bound by (_cpu_witness): it
+# is read as the parent reads "@t 0" and the last marker, each maybe late, the last one after
+# some of the harness's closing work.
+CPU_EPSILON = 20e-3  # seconds
 # A timed run that other programs disturbed (neighbours.py) is run again this many times; if
 # every run was disturbed the Outcome says so (`disturbed`) and it is not cached.
 DISTURBED_REPEATS = 2
@@ -95,10 +99,13 @@ def measure(p: Prepared, outcome) -> Outcome:
     if verdict_msg:
         return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
 
-    problem, seen = cross_check(report["samples"], result.markers)
+    problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu,
+                                _threads(p))
     if problem and load["disturbed"] and seen.get("parent_slower"):
-        # under foreign load the parent reads the markers late: no evidence of tampering. The
-        # calls are charged the parent's figures below, so a faked timer gains nothing.
+        # under foreign load the parent reads the markers late: no evidence of tampering (and
+        # where the harness's CPU time shows no hidden work, _timed_run called the run
+        # disturbed). The calls are charged the parent's figures below, so a faked timer gains
+        # nothing.
         load["disturbed"] += f"; the parent's clock disagreed: {problem}"
     elif problem:
         return outcome(Status.WRONG_ANSWER, f"tampering: {problem}", _seen_summary(seen),
@@ -154,7 +161,7 @@ def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
     Returns (what _run_harness returned, the conditions of the last run:
     neighbours.conditions plus "disturbed", the reason or None, and "attempts"; the directory
     that holds the run's files)."""
-    threads = p.config.n_threads if "openmp" in p.techniques else 1
+    threads = _threads(p)
     for attempt in range(1, DISTURBED_REPEATS + 2):
         if attempt > 1:  # the last run's files: none may pass for this run's
             for stale in ["result.txt", *(f.name for f in p.workdir.glob("out[12]_*.bin")),
@@ -169,12 +176,36 @@ def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
                 rundir = p.workdir
                 ran = _run_harness(p, order, outcome)
             load = neighbours.conditions(before, neighbours.snapshot(), threads)
-        load.update(disturbed=neighbours.disturbed(load), attempts=attempt)
+        load.update(disturbed=neighbours.disturbed(load) or _parent_late(ran, threads),
+                    attempts=attempt)
         if isinstance(ran, Outcome) or not load["disturbed"]:
             break
     if load["disturbed"]:
         load["disturbed"] += f" (in each of {load['attempts']} runs)"
     return ran, load, rundir
+
+
+def _threads(p: Prepared) -> int:
+    return p.config.n_threads if "openmp" in p.techniques else 1
+
+
+def _parent_late(ran, threads: int) -> str | None:
+    """Why a finished run's timing is disturbed though no other program held the harness's
+    CPU: the parent saw the calls slower than the rule allows, and the harness's CPU time says
+    it did not work for that time (cross_check's second witness), so the parent, or the
+    harness between its calls, waited for a CPU: a parent starved beside a trainer at nice 19
+    (4.04 ms per call reported, 9.94 ms seen). Such a run is run again as a disturbed one is;
+    hidden work, which is CPU time, is still tampering."""
+    if isinstance(ran, Outcome):
+        return None
+    result, report = ran
+    problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu, threads)
+    if not (problem and seen.get("parent_late")):
+        return None
+    return (f"the parent saw the calls slower than the harness ({_ms(seen['parent_median'])} "
+            f"against {_ms(seen['reported_median'])}, medians), but the harness used "
+            f"{_ms(seen['harness_cpu'])} of CPU over them (at most {_ms(seen['harness_cpu_allowed'])}"
+            " by the rule): the parent waited for a CPU")
 
 
 def _run_harness(p: Prepared, order: list[str], outcome, check_only: bool = False):
@@ -224,14 +255,22 @@ def _run_failure(result, config: EvalConfig, size: dict, outcome) -> Outcome | N
     return None
 
 
-def cross_check(reported: list[float], markers: list[tuple[float, str]]
+def cross_check(reported: list[float], markers: list[tuple[float, str]],
+                cpu: dict[str, float] | None = None, threads: int = 1
                 ) -> tuple[str | None, dict]:
     """Check the harness's per-call times against the parent's clock. `markers` are the
     harness's progress lines with their arrival times: "@c 0", then "@c d SECONDS" after dry
     round d, where a busy wait of SECONDS stood in for the kernel (before any kernel code ran);
     then "@t 0" and "@t k" after timed call k. The parent's time of call k is the interval
     before "@t k" less the harness's own work per call: the median over the dry rounds of the
-    interval beyond the stand-in. Returns (what disagreed, or None; the figures)."""
+    interval beyond the stand-in. Returns (what disagreed, or None; the figures).
+
+    `cpu` (RunResult.marker_cpu: the harness's CPU seconds as each marker arrived) is the
+    second witness when the parent saw the calls slower: work hidden from the harness's clock
+    is CPU time of the harness, a parent (or harness) kept waiting for a CPU by other programs
+    is not. When the harness's CPU time over the timed calls, less its own work per call (from
+    the dry rounds, by CPU time too), stays within what the same rule allows its reported
+    calls on `threads` threads, seen["parent_late"] says so (_cpu_witness)."""
     fields = [line.split() for _, line in markers]
     labels = [" ".join(f[:2]) for f in fields]
     n_dry = sum(label.startswith("@c ") for label in labels) - 1
@@ -264,9 +303,35 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]]
     rep, par = seen["reported_median"], seen["parent_median"]
     if par > max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN):
         seen["parent_slower"] = True  # (what a parent starved by foreign load also sees)
+        if witness := _cpu_witness(reported, [line for _, line in markers], n_dry, stand_ins,
+                                   cpu or {}, threads):
+            seen.update(witness)
         return (f"the harness reported {_ms(rep)} per call but the parent saw {_ms(par)} "
                 "(medians)", seen)
     return None, seen
+
+
+def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins: list[float],
+                 cpu: dict[str, float], threads: int) -> dict | None:
+    """The harness's CPU time over the timed calls against what it reported (see cross_check),
+    or None without the readings. The rule the parent's clock answers to, with the CPU time
+    each round used less the harness's own work in place of the parent's intervals: the
+    median round (as the parent's median), and all of them together (the median alone would
+    miss work in a parent that reads the markers in bunches: its rounds look empty). Within
+    both, "parent_late": what the parent saw beyond the calls was waiting, not work."""
+    at = [cpu.get(line) for line in lines]
+    if None in at:
+        return None
+    dry = [b - a - s for a, b, s in zip(at[:n_dry], at[1:n_dry + 1], stand_ins)]
+    own = max(0.0, _median(dry))  # CPU seconds of the harness's own work a round
+    rounds = [b - a - own for a, b in zip(at[n_dry + 1:-1], at[n_dry + 2:])]
+    n, total, rep = len(reported), float(sum(reported)), _median(reported)
+    used = at[-1] - at[n_dry + 1] - n * own
+    round_bound = threads * max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN)
+    total_bound = threads * max(TAMPER_FACTOR * total, total + n * TAMPER_MARGIN) + CPU_EPSILON
+    return {"own_cpu": own, "harness_cpu": used, "harness_cpu_allowed": total_bound,
+            "round_cpu_median": _median(rounds), "round_cpu_allowed": round_bound,
+            "parent_late": _median(rounds) <= round_bound and used <= total_bound}
 
 
 def _median(xs) -> float:
