@@ -6,7 +6,8 @@ algorithm), timed from the command line, its best verified speedup over the naiv
 
 The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost, is
 reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
-and its fraction of the shipped expert's, the answers' counts, the model and the machine.
+and its fraction of the shipped expert's, the answers' counts, the best kernel at the held-out
+sizes, the model and the machine.
 """
 from __future__ import annotations
 
@@ -49,10 +50,21 @@ def main() -> None:
            "best_message": best.get("message"), "expert_gflops": expert,
            "fraction_of_expert": (best["gflops"] / expert if expert and best.get("gflops")
                                   else None),
-           "answers": result["answers"], "failure_causes": result["failure_causes"]}
+           "answers": result["answers"], "failure_causes": result["failure_causes"],
+           "heldout": heldout_rows(run_dir)}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+
+
+def heldout_rows(run_dir: Path) -> list:
+    """The best kernel judged at the held-out sizes no search step saw (the report's table)."""
+    from perfgym.store import RunStore
+    store = RunStore(run_dir)
+    try:
+        return [row for _, _, data in store.events("heldout") for row in data["rows"]]
+    finally:
+        store.close()
 
 
 def expert_gflops(size) -> float | None:
