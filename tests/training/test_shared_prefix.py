@@ -89,3 +89,17 @@ def test_rows_of_different_prompts_are_not_shared(lora_model):
                                     C)
     cmask = attention_mask[one_each, -C:].float()
     assert torch.allclose(shared * cmask, plain * cmask, atol=TOLERANCE)
+
+
+def test_under_gradient_checkpointing_the_trainer_takes_trls_own_path(lora_model):
+    """Checkpointing turns the model's cache off (a recomputed layer would add its keys twice):
+    the trainer's override hands the batch to TRL's own computation."""
+    from perfgym.train.shared_prefix import _checkpointing
+    inner = lora_model.get_base_model()
+    lora_model.train()
+    assert not _checkpointing(lora_model)
+    inner.gradient_checkpointing_enable()
+    try:
+        assert _checkpointing(lora_model)
+    finally:
+        inner.gradient_checkpointing_disable()

@@ -9,6 +9,8 @@ expanded to the group. The backward through the expansion sums the rows' gradien
 prefix, so loss and gradients are the same computation, in another order (float noise:
 `tests/training/test_shared_prefix.py` compares both on a fixed batch).
 
+Under gradient checkpointing (which turns the model's cache off) the update is TRL's own.
+
 Rotary position embeddings make the result independent of the prompt's left padding: TRL's
 padded rows and the unpadded prefix here see the same relative positions.
 """
@@ -71,6 +73,14 @@ def _cache_argument(model: Any) -> str:
         else "past_key_values"
 
 
+def _checkpointing(model: Any) -> bool:
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    on = getattr(inner, "is_activation_checkpointing", None)  # (transformers 5.2x's name)
+    if on is None:
+        on = getattr(inner, "is_gradient_checkpointing", False)
+    return bool(on) and inner.training
+
+
 def shared_prefix_trainer(base: type) -> type:
     """`base` (TRL's GRPOTrainer) with the shared-prefix update for text-only batches."""
 
@@ -79,8 +89,11 @@ def shared_prefix_trainer(base: type) -> type:
                                                logits_to_keep, batch_size=None,
                                                compute_entropy=False, compute_aux_loss=False,
                                                **extra):
-            if compute_aux_loss or any(v is not None for v in extra.values()):
-                # images, token types or MoE losses: TRL's own path
+            if (compute_aux_loss or any(v is not None for v in extra.values())
+                    or _checkpointing(model)):
+                # images, token types or MoE losses: TRL's own path; and under gradient
+                # checkpointing, which turns the cache off (a recomputed layer would add its
+                # keys to it twice)
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size,
                     compute_entropy, compute_aux_loss, **extra)
