@@ -84,7 +84,7 @@ def test_log_speedup():
 def test_unknown_scheme():
     with pytest.raises(ValueError, match="tiered"):
         score("nope", [])
-    assert set(SCHEMES) == {"tiered", "group_normalized", "weighted", "log_speedup"}
+    assert set(SCHEMES) == {"tiered", "group_normalized", "weighted", "log_speedup", "speed"}
 
 
 def test_timing_stats():

@@ -38,10 +38,10 @@ def test_search_with_no_model_flags_runs_the_default_model_and_writes_a_report(t
     assert store.config()["answer_start"] is True  # the default model's answers are opened
     from perfgym.opening import answer_start
     from perfgym.tasks import get_task
-    opening = answer_start(get_task("dgemm"))
-    # each stored answer is the opening and the body the model wrote, or (no statement in
-    # it) the model's text alone
-    assert all(c.completion.startswith(opening) or ";" not in c.completion for c in written)
+    # each stored answer is the opening (of its stage: no <omp.h> where OpenMP is forbidden)
+    # and the body the model wrote, or (no statement in it) the model's text alone
+    assert all(c.completion.startswith(answer_start(get_task("dgemm"), c.stage))
+               or ";" not in c.completion for c in written)
     summary = (tmp_path / "run" / "report" / "summary.md").read_text()
     from perfgym.models import DEFAULT_MODEL
     assert f"- model: `{DEFAULT_MODEL}`" in summary  # the default model is named, not None
