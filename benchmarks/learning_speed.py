@@ -323,6 +323,12 @@ def report(out: Path, plan: dict, wall: dict, json_path: Path | None) -> str:
                              "mean over seeds; 95% stratified bootstrap",
                   "train_tasks": list(TRAIN_TASKS), "heldout_task": HELDOUT_TASK,
                   "ci": ci, "comparisons": comparisons,
+                  # what has run: a run cut short (the session ended) resumes from its files
+                  "evaluated": sorted(f.stem for f in (out / "eval").glob("*.json")),
+                  "complete": all((out / "eval" / f"{a}_seed{s}.json").exists()
+                                  for a in ("base", "control", "grpo")
+                                  for s in sorted({r["seed"] for r in rows
+                                                   if r["arm"] != "teacher"})),
                   "pilot": {k: v for k, v in plan.items() if k != "records"},
                   "wall_seconds": wall,
                   "settings": {"sft": SFT, "grpo": GRPO, "eval_sampling": learning.EVAL_SAMPLING,
