@@ -10,8 +10,10 @@ dispatch, the cache and the finish. `evaluate` does all three; executors call th
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from pathlib import Path
 
 from . import machine
 from .backends import Prepared, backend_for, backend_for_answer
@@ -51,9 +53,18 @@ def is_baseline_copy(task: Task, code: str) -> bool:
     """Whether `code` is the task's baseline kernel, up to comments and whitespace."""
     from .extract import normalize
     try:
-        return normalize(code) == normalize(task.baseline.read_text())
+        return normalize(code) == _normalized_file(str(task.baseline),
+                                                   task.baseline.stat().st_mtime_ns)
     except (OSError, ValueError):
         return False
+
+
+@functools.lru_cache(maxsize=256)
+def _normalized_file(path: str, mtime_ns: int) -> str:
+    """A baseline's normalized text, read once per version of the file (asked after every OK
+    timing)."""
+    from .extract import normalize
+    return normalize(Path(path).read_text())
 
 
 def evaluate(task: Task, text: str, size: dict[str, int] | None = None,

@@ -94,7 +94,6 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
         if is_baseline_copy(task, prepared[i].code):
             o.speedup, o.flags = 1.0, [*o.flags, BASELINE_COPY]
         o.flags = [*o.flags, "group_timed"]
-        o.message = ""
         o.message = ok_message(o) + f"; timed in {len(ratios)} rounds with its group"
         result[i] = o
     return result

@@ -277,7 +277,7 @@ def shipped_engine_gguf(model_path: str | Path | None) -> Path | None:
     if model_path is None:
         return None
     text = str(model_path)
-    if text in NAMED_MODELS and not Path(text).exists():
+    if is_named(text):
         return None if NAMED_MODELS[text] is SMOLLM2 else named_gguf(text)
     path = Path(text).expanduser()
     if path.suffix == ".gguf" and path.is_file():
@@ -289,7 +289,7 @@ def model_identity(model_path: str | Path | None) -> dict:
     """Name, size and SHA-256 of the model a run uses, for its config and report. The hash of a
     GGUF is remembered beside perfgym's models, keyed by the file's path, size and mtime."""
     text = None if model_path is None else str(model_path)
-    if text is None or (text in NAMED_MODELS and not Path(text).exists()):
+    if is_named(text):
         model = NAMED_MODELS[text or SMOLLM2.name]
         path = named_gguf(model.name, quiet=True)
         size = path.stat().st_size
@@ -334,7 +334,7 @@ def resolve_model(model_path: str | Path | None = None, quiet: bool = False) -> 
     a `.gguf` file, or (no path) the default model, converted on first use."""
     if model_path is None:
         gguf = shipped_gguf()
-    elif str(model_path) in NAMED_MODELS and not Path(str(model_path)).exists():
+    elif is_named(model_path):
         gguf = named_gguf(str(model_path), quiet=quiet)
     else:
         path = Path(model_path).expanduser()
