@@ -7,7 +7,7 @@ import signal
 from .. import sandbox
 # each module registers its commands on the app; in this order `perfgym --help` lists them
 from . import eval_cmd, suite, machine, search, report, serve  # noqa: F401,I001
-from . import tasks, model, train, pairs, memory, cluster  # noqa: F401,I001
+from . import tasks, model, train, pairs, memory, cluster, export  # noqa: F401,I001
 from .common import app
 
 
