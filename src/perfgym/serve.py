@@ -1,6 +1,7 @@
 """`perfgym serve`: the gym as an HTTP reward service for any RL framework.
 
     POST /evaluate   one or a batch of candidates -> Outcomes and rewards
+    POST /openrlhf   OpenRLHF's remote reward-model protocol (integrations/openrlhf.py)
     GET  /tasks      the tasks it can score
     GET  /health     liveness, machine and queue facts
     GET  /openapi.json
@@ -24,7 +25,7 @@ import threading
 import time
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -36,6 +37,9 @@ from .config import OPT_LEVELS, EvalConfig
 from .errors import HostError
 from .executors import Request as EvalRequest
 from .executors import evaluate_many
+from .integrations import Label, score_answers
+from .integrations.openrlhf import OpenRLHFRequest, OpenRLHFResponse, answer_of
+from .integrations.openrlhf import check as check_openrlhf
 from .opening import answer_start, closed, full_answer
 from .rewards import SCHEMES, score
 from .tasks import TaskError, builtin_names, get_task, parse_size
@@ -204,6 +208,26 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             raise HTTPException(401, "missing or wrong bearer token",
                                 headers={"WWW-Authenticate": "Bearer"})
 
+    def authorized_or_basic(request: Request) -> None:
+        """The bearer token, or the same token as HTTP basic auth's password: a client that
+        sends no headers of its own (OpenRLHF) carries it in its URL (http://u:TOKEN@host)."""
+        if token is None:
+            return
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        given = value.strip()
+        if scheme.lower() == "basic":
+            import base64
+            import binascii
+            try:
+                given = base64.b64decode(given, validate=True).decode().partition(":")[2]
+            except (binascii.Error, UnicodeDecodeError):
+                given = ""
+        elif scheme.lower() != "bearer":
+            given = ""
+        if not secrets.compare_digest(given.encode(), token.encode()):
+            raise HTTPException(401, "missing or wrong token (bearer, or basic auth's "
+                                "password)", headers={"WWW-Authenticate": "Bearer"})
+
     app.add_middleware(BodyGuard, max_body=max_body, idle=idle_timeout, deadline=request_timeout)
 
     @app.exception_handler(RequestValidationError)
@@ -298,6 +322,55 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                                                 outcome=o.to_dict())
                                          for r, o in zip(rewards, outcomes)],
                                 elapsed=time.monotonic() - started)
+
+    @app.post("/openrlhf", response_model=OpenRLHFResponse,
+              dependencies=[Depends(authorized_or_basic)],
+              responses={400: {"description": "bad label, unknown task, or a query without "
+                               "its prompt"},
+                         401: {"description": "missing or wrong token"},
+                         413: {"description": "body over the limit"},
+                         503: {"description": "the host cannot evaluate"}})
+    def openrlhf(body: OpenRLHFRequest,
+                 reward: Literal[tuple(SCHEMES)] = "tiered"  # type: ignore[valid-type]
+                 ) -> OpenRLHFResponse:
+        """OpenRLHF's remote reward model: its rollouts (prompt + response), prompts and
+        labels in, one reward per rollout out. The rollouts of one prompt form a group."""
+        if len(body.query) > max_batch:
+            raise HTTPException(422, f"{len(body.query)} rollouts: the limit is {max_batch} "
+                                "per request")
+        try:
+            check_openrlhf(body)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from None
+        items = []
+        for i, (query, prompt, label) in enumerate(zip(body.query, body.prompts, body.labels)):
+            try:
+                parsed = Label.parse(label)
+                if parsed.task not in known:
+                    raise ValueError(f"unknown task {parsed.task!r}")
+                items.append((parsed, answer_of(query, prompt)))
+            except (ValueError, TaskError) as exc:
+                raise HTTPException(400, f"rollout {i}: {exc}") from None
+        with lock:
+            state["in_flight"] += len(items)
+        try:
+            scored = score_answers(items, reward, groups=body.prompts)
+        except HostError as exc:
+            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
+        except TaskError as exc:
+            raise HTTPException(400, str(exc)) from None
+        finally:
+            with lock:
+                state["in_flight"] -= len(items)
+                state["requests"] += 1
+                state["candidates"] += len(items)
+        if failed := [s.outcome for s in scored if s.outcome.status.value == "HOST_ERROR"]:
+            raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
+        rewards = [s.reward for s in scored]
+        return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs={
+            "perfgym_ok": [float(s.outcome.ok) for s in scored],
+            "perfgym_gflops": [float(s.outcome.gflops or 0.0) for s in scored],
+            "perfgym_refused": [float(s.refused) for s in scored]})
 
     return app
 
