@@ -1,11 +1,12 @@
 """perfgym's worker for PyTorch/Triton/CUDA tasks (runs in the sandbox, driven by the parent).
 
-    python torch_worker.py problem|reference|candidate CMD_FD REPLY_FD [options.json]
+    python torch_worker.py problem|reference|candidate|replayer CMD_FD REPLY_FD [options.json]
 
 Three of these run per evaluation, each in its own sandboxed process: the *problem* worker
 imports the task's problem file and makes inputs from seeds the parent keeps secret; the
 *reference* worker runs Model; the *candidate* worker imports only the candidate and runs
-ModelNew. The reference and candidate workers do exactly the same work between calls (input
+ModelNew; the *replayer* never imports the candidate, and runs the kernel program the
+candidate's forward was traced to (kernel_program.py). The reference and candidate workers do exactly the same work between calls (input
 making would leave one of them in a different state), and are timed alike. The parent
 sends commands on CMD_FD and reads replies on REPLY_FD; it compares outputs and times calls
 with its own clock. Nothing here decides a verdict: in the candidate's process this code is as
@@ -173,41 +174,6 @@ def footprint(problem):
     return {"inputs": size(inputs), "outputs": size(outs)}
 
 
-class LaunchLog:
-    """Pointers handed to the candidate's own Triton kernels (evidence a kernel wrote the
-    output; in this process it is a claim, checked as far as a claim can be)."""
-
-    def __init__(self, module_name):
-        self.module_name = module_name
-        self.pointers = set()
-        self.launches = 0
-
-    def install(self):
-        try:
-            from triton.runtime import jit
-            classes = [jit.JITFunction]
-            try:
-                from triton.runtime import interpreter
-                classes.append(interpreter.InterpretedFunction)
-            except ImportError:
-                pass
-        except ImportError:
-            return
-        log = self
-        for cls in classes:
-            original = cls.run
-
-            def run(self, *args, _original=original, **kwargs):
-                fn = getattr(self, "fn", None)
-                if getattr(fn, "__module__", None) == log.module_name:
-                    log.launches += 1
-                    for a in list(args) + list(kwargs.values()):
-                        if isinstance(a, torch.Tensor):
-                            log.pointers.add(a.untyped_storage().data_ptr())
-                return _original(self, *args, **kwargs)
-            cls.run = run
-
-
 def outputs_of(result):
     outs = list(result) if isinstance(result, (tuple, list)) else [result]
     for i, t in enumerate(outs):
@@ -222,7 +188,7 @@ def main():
     options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     device = options.get("device", "cpu")
     models = {}
-    log = LaunchLog("perfgym_candidate")
+    kernels = {}  # the replayer's: kernel module source -> its rebuilt kernels
     module = None
     try:
         if role == "problem":  # makes inputs; shrinks the problem and measures it first
@@ -235,8 +201,9 @@ def main():
             for k, v in options.get("sizes", {}).items():
                 setattr(module, k, type(getattr(module, k))(v))
             ready = {}
+        elif role == "replayer":  # runs kernel programs; never imports the candidate
+            ready = {}
         else:
-            log.install()
             module = load("candidate.py", "perfgym_candidate")
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate defines no ModelNew")
@@ -275,7 +242,11 @@ def main():
                 send(reply_fd, {"built": header["slot"]})
             elif op == "call":
                 send_call(reply_fd, models[header["slot"]], decode(header["args"], tensors),
-                          device, log, header.get("return_inputs", False))
+                          device, header.get("return_inputs", False))
+            elif op == "trace" and role == "candidate":
+                send_trace(reply_fd, models[header["slot"]], header)
+            elif op == "replay" and role == "replayer":
+                send_replay(reply_fd, header, tensors, kernels, device)
             else:
                 raise ValueError(f"unknown command {op!r}")
         except BaseException as exc:  # reported, and the parent decides what it means
@@ -283,10 +254,8 @@ def main():
                             "traceback": traceback.format_exc()[-4000:]})
 
 
-def send_call(reply_fd, model, args, device, log, return_inputs):
+def send_call(reply_fd, model, args, device, return_inputs):
     args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
-    log.pointers.clear()
-    launches = log.launches
     with torch.no_grad():
         if device == "cuda":
             torch.cuda.synchronize()
@@ -302,10 +271,40 @@ def send_call(reply_fd, model, args, device, log, return_inputs):
             result = model(*args)
             seconds = time.perf_counter() - t0
     outs = outputs_of(result)
-    wrote = [t.untyped_storage().data_ptr() in log.pointers for t in outs]
     extra = [a for a in args if isinstance(a, torch.Tensor)] if return_inputs else []
-    send(reply_fd, {"seconds": seconds, "outputs": len(outs), "launches": log.launches - launches,
-                    "own_kernel_wrote": wrote}, [*outs, *extra])
+    send(reply_fd, {"seconds": seconds, "outputs": len(outs)}, [*outs, *extra])
+
+
+def send_trace(reply_fd, model, header):
+    """Forward traced on meta tensors of the inputs' shapes (the parent sends no values)."""
+    import kernel_program
+    metas = [torch.empty(m["shape"], dtype=DTYPES[m["dtype"]], device="meta")
+             for m in header["metas"]]
+    program, constants = kernel_program.trace_forward(model, decode(header["args"], metas))
+    send(reply_fd, {"program": program}, constants)
+
+
+def send_replay(reply_fd, header, tensors, kernels, device):
+    """A candidate's program run on real inputs, with its kernels rebuilt from the source the
+    parent read (kernel_program.py says what is checked)."""
+    import kernel_program
+    source = header["kernels"]
+    n = header["constants"]
+    constants, inputs = tensors[:n], tensors[n:]
+    try:
+        if source not in kernels:
+            kernels[source] = kernel_program.Kernels(source)
+        args = decode(header["args"], inputs)
+        inputs = [a.to(device) for a in args if isinstance(a, torch.Tensor)]
+        with torch.no_grad():
+            outs, seconds = kernel_program.timed_replays(
+                header["program"], constants, inputs, kernels[source], device,
+                header.get("repeat", 1))
+    except kernel_program.Refused as exc:
+        send(reply_fd, {"refused": str(exc)})
+        return
+    send(reply_fd, {"seconds": seconds, "outputs": len(outs)},
+         outs if header.get("send_outputs", True) else [])
 
 
 if __name__ == "__main__":

@@ -1,11 +1,9 @@
 # expect: LIBRARY_VIOLATION decoy
 # wall: LIBRARY_VIOLATION decoy
-# xfail: HOLE: the worker's kernel evidence (own_kernel_wrote) is a claim its process makes; this
-#   candidate answers the parent itself with torch.relu and claims its own kernel wrote every
-#   output: OK
 # Takes the worker over at import (pipes from torch.sys.argv, json/struct from sys.modules: no
-# banned name): answers every command itself, computes the answers with PyTorch and claims, in
-# every reply, one launch of its own kernel and an output written by it, with honest times.
+# banned name): answers every command itself and computes the answers with PyTorch, with
+# honest times. Asked for its kernel program, it forges one: an output allocated with
+# empty_like and one launch of its own kernel on it, as an honest ReLU's program reads.
 import torch
 import torch.nn as nn
 import triton
@@ -52,11 +50,18 @@ def _serve():
         header, tensors = _command()
         if header["op"] == "build":
             _reply({"built": header["slot"]})
+        elif header["op"] == "trace":
+            program = {"inputs": 1, "outputs": [1], "steps": [
+                {"op": "aten.empty_like.default", "args": [{"v": 0}], "kwargs": {"dict": {}},
+                 "out": [1], "many": False},
+                {"launch": "relu_kernel", "grid": [1], "args": [{"v": 0}, {"v": 1}],
+                 "kwargs": {"dict": {}}}]}
+            _reply({"program": program})
         elif header["op"] == "call":
             t0 = _time.perf_counter()
             out = torch.relu(tensors[0])
             seconds = _time.perf_counter() - t0
-            _reply({"seconds": seconds, "outputs": 1, "launches": 1, "own_kernel_wrote": [True]},
+            _reply({"seconds": seconds, "outputs": 1},
                    [out, *tensors] if header.get("return_inputs") else [out])
         else:
             _os._exit(0)
@@ -66,7 +71,7 @@ _serve()
 
 
 @triton.jit
-def relu_kernel(x_ptr):
+def relu_kernel(x_ptr, y_ptr):
     pass
 
 

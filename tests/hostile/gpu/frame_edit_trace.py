@@ -1,11 +1,10 @@
 # expect: LIBRARY_VIOLATION decoy
 # wall: LIBRARY_VIOLATION decoy
-# xfail: HOLE: the worker's LaunchLog lives in the candidate's process; reaching send_call's frame
-#   (attrgetter("__self__") -> builtins -> sys._getframe) and adding the output's storage to
-#   log.pointers makes a torch.relu output count as written by the candidate's kernel: OK
+# The program is traced in the candidate's own process, so the candidate edits it there:
 # operator.attrgetter("__self__")(len) is the builtins module; through it sys._getframe, and up
-# the frames to the worker's send_call, whose LaunchLog records which storages the candidate's
-# kernels were given. It adds its output's storage there and lets PyTorch do the work.
+# the frames to trace_forward, whose Trace holds the recorded steps. It rewrites the step that
+# made its output (torch.relu) into an empty_like of the input, so the program claims PyTorch
+# only allocated, and launches a kernel that does nothing.
 import operator
 
 import torch
@@ -27,9 +26,14 @@ def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 class ModelNew(nn.Module):
     def forward(self, x):
         y = torch.relu(x)
+        relu_kernel[(1,)](x, y, x.numel(), BLOCK=16)
         frame = sys._getframe(0)
-        while frame is not None and code_name(frame) != "send_call":
+        while frame is not None and code_name(frame) != "trace_forward":
             frame = back(frame)
         if frame is not None:
-            local_vars(frame)["log"].pointers.add(y.untyped_storage().data_ptr())
+            trace = local_vars(frame)["trace"]
+            for step in trace.steps:
+                if step.get("op") == "aten.relu.default":
+                    step["op"] = "aten.empty_like.default"
+                    step["kwargs"] = {"dict": {}}
         return y

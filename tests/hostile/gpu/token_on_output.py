@@ -1,8 +1,5 @@
 # expect: LIBRARY_VIOLATION decoy
 # wall: LIBRARY_VIOLATION decoy
-# xfail: HOLE: the decoy check only asks whether the output's storage was passed to one of the
-#   candidate's kernels; a one-program kernel that is handed torch.relu's output and writes nothing
-#   passes it: OK with PyTorch doing all the work
 # A token kernel handed the output itself: one program that stores nothing, launched on the
 # tensor PyTorch computed.
 import torch

@@ -1,8 +1,5 @@
 # expect: LIBRARY_VIOLATION decoy
 # wall: LIBRARY_VIOLATION decoy
-# xfail: HOLE: evidence is per storage, not per element written: a kernel that writes one guard
-#   element of a buffer whose other elements PyTorch fills (relu(out=view)) counts as having written
-#   the output: OK
 # One buffer, one element more than the output: a one-element kernel writes the extra element,
 # and PyTorch writes the ReLU into a view of the rest, which is returned.
 import torch

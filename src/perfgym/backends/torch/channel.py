@@ -87,8 +87,9 @@ class Worker:
         self.role, self.deadline = role, deadline
         for name, text in files.items():
             (workdir / name).write_text(text)
-        (workdir / "torch_worker.py").write_text(
-            resources.files("perfgym.harness").joinpath("torch_worker.py").read_text())
+        for script in ("torch_worker.py", "kernel_program.py"):
+            (workdir / script).write_text(
+                resources.files("perfgym.harness").joinpath(script).read_text())
         cmd_r, self.cmd = os.pipe()
         self.reply, reply_w = os.pipe()
         for fd in (self.cmd, reply_w):

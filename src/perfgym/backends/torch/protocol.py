@@ -25,8 +25,9 @@ from ...outcome import Outcome, Status, Timing
 from ...sandbox_python import SandboxPython, check_starts, sandbox_python
 from ...tasks.spec import TaskError
 from .channel import Worker, WorkerDied, WorkerTimeout
+from .kernel_source import KernelSourceError, kernel_module
 from .session import (ReferenceDied, ReferenceFailed, Session, TimingResult, Verdict,
-                            speedup_lower_bound)
+                      charge_replay, speedup_lower_bound)
 
 IMPLAUSIBLE_SPEEDUP = 50.0  # flagged for a person to look at, not failed
 
@@ -163,8 +164,14 @@ def _one_session(task, code, config, audit, device, outcome, flags):
     """Start the three workers, check, time; a TimingResult and the shrunk sizes, or the
     Outcome of a verdict."""
     from ...lane import LANE
-    dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-")
-            for role in ("problem", "ref", "cand")]
+    # load_inline CUDA sources have host code of their own, which no replay can hold to the
+    # rules: on a GPU those candidates are timed without kernel evidence, and flagged
+    check_kernels = config.require_custom_kernel and not audit.cuda_sources
+    if config.require_custom_kernel and not check_kernels and \
+            "kernel_evidence_unavailable" not in flags:
+        flags.append("kernel_evidence_unavailable")
+    roles = ("problem", "ref", "cand") + (("replayer",) if check_kernels else ())
+    dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-") for role in roles]
     deadline = time.monotonic() + config.torch_timeout
     limits, py = worker_limits(config), sandbox_python()
 
@@ -173,32 +180,34 @@ def _one_session(task, code, config, audit, device, outcome, flags):
                       worker_env(config, workdir, device, py), deadline)
 
     problem_file = {"problem.py": task.source}
-    # load_inline CUDA launches are not hooked: on a GPU those candidates have no evidence
-    check_kernels = config.require_custom_kernel and not (device == "cuda" and audit.cuda_sources)
-    if config.require_custom_kernel and not check_kernels and \
-            "kernel_evidence_unavailable" not in flags:
-        flags.append("kernel_evidence_unavailable")
-    problem = cand = ref = None
+    problem = cand = ref = replayer = None
     shrunk: dict = {}
     try:
+        kernels = kernel_module(code) if check_kernels else ""
         with LANE.shared():  # start-up and correctness time nothing
             problem = start("problem", dirs[0], problem_file,
                             {"input_budget": config.input_budget})
             cand = start("candidate", dirs[2], {"candidate.py": code}, {})
+            if check_kernels:
+                replayer = start("replayer", dirs[3], {}, {})
             if not config.input_budget:  # no sizes to wait for: all three start together
                 ref = start("reference", dirs[1], problem_file, {})
-            session = Session(problem, ref, cand, config, kernelbench=config.kernelbench)
+            session = Session(problem, ref, cand, config, kernelbench=config.kernelbench,
+                              replayer=replayer)
             shrunk = _checked(session.problem_ready)
             if ref is None:
                 ref = session.ref = start("reference", dirs[1], problem_file, {"sizes": shrunk})
             _checked(session.ready)
             session.correctness(5 if config.kernelbench else config.trials)
             if check_kernels:  # before timing: a decoy is not worth timing
-                session.require_own_kernels(audit.kernels)
+                _replayer_ready(replayer)
+                session.kernel_program(kernels)
         with LANE.exclusive():
             timing = session.time()
-        if check_kernels:
-            session.require_own_kernels(audit.kernels)
+            if check_kernels:
+                timing = charge_replay(timing, session.replay_seconds(), flags)
+    except KernelSourceError as exc:
+        return outcome(Status.LIBRARY_VIOLATION, str(exc), flags=flags)
     except Verdict as v:
         return outcome(Status(v.status), v.message, v.details, flags=flags)
     except ReferenceFailed as exc:
@@ -209,7 +218,7 @@ def _one_session(task, code, config, audit, device, outcome, flags):
     except WorkerDied as exc:
         return _died(ref, cand, str(exc), flags, outcome)
     finally:
-        workers = [w for w in (problem, ref, cand) if w is not None]
+        workers = [w for w in (problem, ref, cand, replayer) if w is not None]
         for w in workers:  # all three asked first: they end together
             w.ask_to_quit()
         for w in workers:
@@ -218,6 +227,17 @@ def _one_session(task, code, config, audit, device, outcome, flags):
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
     return timing, shrunk
+
+
+def _replayer_ready(replayer: Worker) -> None:
+    """The replayer runs the gym's code only: its failing to start is the host's fault."""
+    try:
+        reply = replayer.header()
+    except WorkerDied:
+        check_starts()
+        raise ReferenceDied("the replayer worker died while starting") from None
+    if "error" in reply:
+        raise ReferenceFailed(f"the replayer cannot start: {reply['error'][:300]}")
 
 
 def _checked(step):

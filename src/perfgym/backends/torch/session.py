@@ -42,6 +42,9 @@ TAMPER_FACTOR, TAMPER_SLACK, TAMPER_SHARE = 2.0, 2e-3, 0.1
 # Below this many candidate calls a quartile is one busy moment, not a habit: the disagreement
 # is then charged, never judged (a 1 GiB output timed once was once called tampering).
 TAMPER_MIN_CALLS = 3
+# A candidate's timed calls may be this much faster than its traced kernels replayed (noise,
+# and the replay's own allocations) before they are charged the replay's time.
+REPLAY_SHARE = 0.8
 
 
 class Verdict(Exception):
@@ -82,8 +85,9 @@ def secret_seed() -> int:
 
 class Session:
     def __init__(self, problem: Worker, reference: Worker | None, candidate: Worker,
-                 config: EvalConfig, kernelbench: bool = False) -> None:
-        self.problem, self.ref, self.cand = problem, reference, candidate
+                 config: EvalConfig, kernelbench: bool = False,
+                 replayer: Worker | None = None) -> None:
+        self.problem, self.ref, self.cand, self.replayer = problem, reference, candidate, replayer
         self.config = config
         self.kernelbench = kernelbench
         if kernelbench:
@@ -93,8 +97,7 @@ class Session:
         else:
             self.seed = secret_seed
         self.judges: list[Judge] = []
-        self.kernel_evidence: list[bool] = []  # per candidate call: own kernels wrote outputs
-        self.launches = 0
+        self.program: tuple[dict, list[Tensor], str] | None = None  # traced, with its kernels
 
     # ---- talking to the two workers ----
     def _ref(self, header: dict, tensors: list[Tensor] = (),
@@ -168,23 +171,7 @@ class Session:
             if got.dtype != ref.dtype:
                 raise Verdict("WRONG_ANSWER", f"output {i} is {got.dtype} but the reference's "
                               f"is {ref.dtype}: outputs keep the reference's dtype")
-        self._record_evidence(reply, len(want))
         return metas
-
-    def require_own_kernels(self, names: list[str]) -> None:
-        """Every call so far says the candidate's own kernels wrote its outputs (a claim from
-        its process: it stops honest shortcuts, not a forger)."""
-        if not all(self.kernel_evidence):
-            raise Verdict("LIBRARY_VIOLATION", "decoy: the output was not written by the "
-                          f"candidate's own kernels ({', '.join(names)}; {self.launches} "
-                          "launches seen); the answer came from PyTorch or library code")
-
-    def _record_evidence(self, reply: dict, n: int) -> None:
-        wrote = reply.get("own_kernel_wrote")
-        ok = isinstance(wrote, list) and len(wrote) == n and all(w is True for w in wrote)
-        self.kernel_evidence.append(ok)
-        launches = reply.get("launches")
-        self.launches += launches if type(launches) is int and launches >= 0 else 0
 
     # ---- correctness ----
     def trial(self, slot: str, label: str) -> None:
@@ -217,6 +204,71 @@ class Session:
             self.trial("A", f"in trial {k + 1} of {trials}")
         self.build("B", self.seed())
         self.trial("B", "on a freshly built ModelNew")
+
+    # ---- the kernel program (harness/kernel_program.py says what it shows) ----
+    def kernel_program(self, kernels: str) -> None:
+        """Forward traced without its inputs' values, then replayed by the replayer on those
+        inputs: its answer there must be the reference's."""
+        args, tensors = self.inputs()
+        try:
+            reply = self.cand.request({"op": "trace", "slot": "A", "args": args,
+                                       "metas": [t.meta() for t in tensors]})
+            if "error" in reply:
+                raise Verdict("LIBRARY_VIOLATION", "decoy check: forward cannot be traced on its "
+                              f"inputs' shapes alone ({_first_line(reply['error'])}); the gym "
+                              "traces forward without values to see your kernels compute the "
+                              "answer, so forward may not read tensor values on the host",
+                              str(reply.get("traceback", ""))[-4000:])
+            constants = [self.cand.read(t) for t in parse_metas(reply)]
+        except WorkerDied as exc:
+            raise Verdict("LIBRARY_VIOLATION", "decoy check: the candidate's worker stopped "
+                          f"answering when asked for forward's kernel program ({exc})") from None
+        if not isinstance(reply.get("program"), dict):
+            raise Verdict("LIBRARY_VIOLATION", "decoy check: no kernel program came back")
+        self.program = (reply["program"], constants, kernels)
+        ref = self.call_reference("A", args, tensors)
+        outs, _ = self._replay(args, tensors, repeat=1)
+        if [t.meta() for t in outs] != [t.meta() for t in ref.outputs]:
+            raise Verdict("LIBRARY_VIOLATION", "decoy: the kernels forward launches give "
+                          f"outputs {[t.meta() for t in outs]} when replayed without your "
+                          f"Python; the reference's are {[t.meta() for t in ref.outputs]}")
+        for i, (got, want) in enumerate(zip(outs, ref.outputs)):
+            judge = judge_for(want.array(), want.dtype)
+            bad, first = mismatches(got.array().reshape(-1), want.array().reshape(-1), judge)
+            if bad:
+                raise Verdict("LIBRARY_VIOLATION", "decoy: the kernels forward launches do not "
+                              "compute its answer (replayed without your Python: "
+                              + _where(i, want, first, float(got.array().reshape(-1)[first]),
+                                       bad, judge)
+                              + "); forward's own answer came from outside them")
+
+    def replay_seconds(self, repeat: int = 3) -> float:
+        """The median time of the traced program on fresh inputs, in the replayer."""
+        args, tensors = self.inputs()
+        _, seconds = self._replay(args, tensors, repeat, send_outputs=False)
+        return float(np.median(seconds))
+
+    def _replay(self, args, tensors, repeat: int,
+                send_outputs: bool = True) -> tuple[list[Tensor], list[float]]:
+        program, constants, kernels = self.program
+        try:
+            reply = self.replayer.request(
+                {"op": "replay", "program": program, "kernels": kernels, "args": args,
+                 "constants": len(constants), "repeat": repeat, "send_outputs": send_outputs},
+                [*constants, *tensors])
+            if "refused" in reply:
+                raise Verdict("LIBRARY_VIOLATION", f"decoy: {str(reply['refused'])[:400]}")
+            if "error" in reply:
+                raise Verdict("LIBRARY_VIOLATION", "decoy check: forward's kernel program fails "
+                              "when replayed without your Python "
+                              f"({_first_line(reply['error'])})",
+                              str(reply.get("traceback", ""))[-4000:])
+            outs = [self.replayer.read(t) for t in parse_metas(reply)]
+        except WorkerDied as exc:
+            raise Verdict("RUNTIME_ERROR", f"your kernels crashed when replayed ({exc})") \
+                from None
+        seconds = [float(x) for x in reply.get("seconds", []) if isinstance(x, (int, float))]
+        return outs, seconds
 
     # ---- timing ----
     def time(self) -> "TimingResult":
@@ -325,6 +377,17 @@ class TimingResult:
     candidate_overhead: float  # the same for the candidate
     parent_new: list[float]
     worker_new: list[float]
+
+
+def charge_replay(timing: TimingResult, floor: float, flags: list[str]) -> TimingResult:
+    """A forward that claims to be faster than the kernels it launches cost when replayed is
+    charged their cost: its time came from something else (PyTorch in its own process)."""
+    median = float(np.median(timing.new))
+    if median > 0 and median < REPLAY_SHARE * floor:
+        scale = floor / median
+        timing.new = [t * scale for t in timing.new]
+        flags.append("charged_replay_time")
+    return timing
 
 
 def cross_check(ref: Samples, cand: Samples) -> TimingResult:
