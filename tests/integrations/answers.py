@@ -50,3 +50,11 @@ def eval_reward(name: str, tmp: Path, reward: str = "tiered") -> float:
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)["reward"]
+
+
+def fresh_digest() -> None:
+    """Hash the evaluator's files again in this process before it scores what `eval_reward`
+    just scored: the cache key holds their digest, taken once per process, and a developer
+    editing the evaluator while the tests run would otherwise leave the two keys apart."""
+    from perfgym.cache import evaluator_digest
+    evaluator_digest.cache_clear()

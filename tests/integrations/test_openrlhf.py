@@ -81,9 +81,10 @@ def test_openrlhf_client_gets_perfgym_eval_rewards(rows, server, tmp_path):
     assert json.loads(label) == {**json.loads(LABEL), "stage": None, "opened": False}
     url = server.replace("http://", f"http://perfgym:{TOKEN}@") + "/openrlhf?reward=tiered"
     for name in NAMES:
+        expected = eval_reward(name, tmp_path)
         out = rollout(url, tokenizer, prompt, label, ANSWERS[name])
         # OpenRLHF keeps the answer's list (one per query) as its reward
-        assert out["reward"] == [eval_reward(name, tmp_path)], name
+        assert out["reward"] == [expected], name
         assert out["extra_logs"]["perfgym_ok"] == [float(name == "four_accumulators")]
 
 
