@@ -142,6 +142,14 @@ def search_cmd(
     profile: bool = typer.Option(False, "--profile", help=PROFILE_HELP + "; improve and "
                                  "repair prompts carry the lines"),
     profilers: Optional[str] = typer.Option(None, help=PROFILERS_HELP),
+    seed: Optional[int] = typer.Option(None, help="seed of the sampler (local policies; "
+                                       "openai: the requests' seeds) and of evolve's plan: "
+                                       "the same seed repeats a run as far as the sampler does "
+                                       "(default: 0 locally, random requests' seeds on a "
+                                       "server)"),
+    max_candidates: Optional[int] = typer.Option(None, help="stop after this many candidates "
+                                                 "besides the seed, whatever the algorithm "
+                                                 "plans (equal-budget comparisons)"),
 ) -> None:
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
     import os
@@ -155,7 +163,8 @@ def search_cmd(
     try:
         evolve_config = EvolveConfig(generations, islands, children, migrate_every, migrants,
                                      tuple(f.strip() for f in features.split(",")),
-                                     exploit=exploit, crossover=crossover, stage=stage)
+                                     exploit=exploit, crossover=crossover, stage=stage,
+                                     seed=seed or 0)
     except ValueError as exc:
         raise UserError(f"evolve options: {exc}") from None
     if policy is None:
@@ -236,6 +245,12 @@ def search_cmd(
             config["model_id"] = model_identity(model_path)
         except (ModelUnavailable, OSError) as exc:
             raise UserError(str(exc)) from None
+    if seed is not None:  # (absent otherwise: runs from before the option resume as they were)
+        config["seed"] = seed
+    if max_candidates is not None:  # (likewise)
+        if max_candidates < 1:
+            raise UserError(f"--max-candidates is at least 1, not {max_candidates}")
+        config["max_candidates"] = max_candidates
     if algo == "evolve":  # (a run started before evolve existed keeps its config as it was)
         config["evolve"] = {"islands": islands, "generations": generations,
                             "children": children, "migrate_every": migrate_every,
@@ -267,10 +282,14 @@ def search_cmd(
         if started_with not in (None, config):
             raise UserError(f"{run_dir} was started with other settings; resume with the "
                             "same options (see `perfgym report`)")
+    if seed is not None and policy == "openai":  # its requests' seeds come from `random`
+        import random
+        random.seed(seed)
     try:  # before the run store: a model that cannot load leaves no half-made run behind
         pol = make_policy(policy, model=model, base_url=base_url,
                           api_key=os.environ.get(api_key_env), model_path=model_path,
-                          path=replay, concurrency=concurrency)
+                          path=replay, concurrency=concurrency,
+                          **({"seed": seed} if seed is not None else {}))
     except (PolicyError, ValueError) as exc:
         raise UserError(str(exc)) from None
     store = RunStore(run_dir)
@@ -280,7 +299,8 @@ def search_cmd(
         engine = Engine(store, pol, t, EvalConfig(opt=opt, profile=profilers, threads=threads),
                         reward, sampling,
                         info, on_result=view.update, templates=templates, sizes=size_set,
-                        answer_start=answer_start, group_timing=group_timing)
+                        answer_start=answer_start, group_timing=group_timing,
+                        max_candidates=max_candidates)
         if memory is not None:
             engine.memory, engine.memory_k = kernel_memory, memory_k
         if ray_address:

@@ -76,13 +76,15 @@ class HFPolicy:
 
     def __init__(self, model_path: str | Path | None = None, model: Any = None,
                  tokenizer: Any = None, device: str | None = None, batch_size: int = 8,
-                 **_: Any) -> None:
+                 seed: int | None = None, **_: Any) -> None:
         try:
             import torch
             import transformers  # noqa: F401
         except ImportError:
             raise PolicyError("the hf policy needs torch and transformers: "
                               "pip install 'perfgym[local]'") from None
+        if seed is not None:  # generate() samples from torch's global generator
+            torch.manual_seed(seed)
         if model is None:
             model, tokenizer = load_model(model_path)
         self.model, self.tokenizer = model, tokenizer

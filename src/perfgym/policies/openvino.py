@@ -64,7 +64,7 @@ class OpenVINOPolicy:
 
     def __init__(self, model_path: str | Path | None = None, cache_gb: int = 1,
                  exact: bool | None = None, prefix_caching: bool | None = None,
-                 **_: Any) -> None:
+                 seed: int = 0, **_: Any) -> None:
         # cache_gb: the engine's KV cache; a batch of many long samples needs more than 1 GB,
         # or the scheduler preempts and recomputes sequences (208 x 512 tokens at 1 GB: not
         # done after 17 min)
@@ -80,7 +80,9 @@ class OpenVINOPolicy:
             path = None if shipped else resolve_model(model_path)
         except ModelUnavailable as exc:
             raise PolicyError(str(exc)) from None
-        self.seed = 0  # advanced per call: two calls never repeat each other's samples
+        # advanced per call: two calls never repeat each other's samples; a run's --seed
+        # starts its calls far from another seed's (a run makes far fewer than 10^6 calls)
+        self.seed = seed * 1_000_000
         if shipped is not None:  # as shipped: the engine's own precisions unless asked
             from ..engine.search_settings import SHIPPED_ENGINE
             self.tokenizer = gguf_tokenizer(shipped)

@@ -81,6 +81,10 @@ class Engine:
     # time each group's correct children against each other and the baseline in interleaved
     # rounds (perfgym.group_timing) before rewarding them; the local executor, default size
     group_timing: bool = False
+    # stop after this many candidates besides the seed, whatever the algorithm plans: the
+    # budget of an equal-candidates comparison (SQD's count per iteration depends on what
+    # passed, so no choice of its flags alone hits a number exactly); None: no cap
+    max_candidates: int | None = None
 
     def __post_init__(self) -> None:
         # a resumed run continues the policy where the stored candidates left it
@@ -127,10 +131,29 @@ class Engine:
             outcome.message = f"a copy of {source}, not counted; {outcome.message}"
 
     def run_steps(self, steps: list[Step]) -> list[Candidate]:
+        steps = self.within_budget(steps)
         self._generate_missing(steps)
         self._evaluate_pending(steps)
         self._reward_groups(steps)
         return [self.store.by_slot(s.slot) for s in steps]
+
+    def within_budget(self, steps: list[Step]) -> list[Step]:
+        """The steps the candidate cap leaves, in plan order (the seed is never cut). The
+        steps already in the store count once, so a resumed run keeps the same steps."""
+        if self.max_candidates is None:
+            return steps
+        planned = {s.slot for s in steps}
+        spent = sum(1 for c in self.store.candidates()
+                    if c.op != "seed" and c.slot not in planned)
+        left = max(0, self.max_candidates - spent)
+        kept = []
+        for s in steps:
+            if s.op == "seed":
+                kept.append(s)
+            elif left > 0:
+                kept.append(s)
+                left -= 1
+        return kept
 
     def _generate_missing(self, steps: list[Step]) -> None:
         missing = [s for s in steps if self.store.by_slot(s.slot) is None]
