@@ -135,3 +135,19 @@ def test_group_normalized_needs_the_batched_form():
     from perfgym.integrations.verl import compute_score
     with pytest.raises(ValueError, match="compute_score_batch"):
         compute_score(f"perfgym/{TASK}", ANSWERS["naive"], LABEL, {}, reward="group_normalized")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--task", "nope"], "no built-in task"),
+    (["--task", "dot", "--sizes", "0"], "size"),
+    (["--op", "fix"], "--op"),
+    (["--stage", "9"], "stage"),
+    (["--task", " , "], "--task is empty"),
+])
+def test_export_errors_are_one_line(tmp_path, args, fragment):
+    out = subprocess.run([sys.executable, "-m", "perfgym.cli", "export", "verl", "-o",
+                          str(tmp_path / "t.parquet"), *args], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2
+    assert fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "Traceback" not in out.stderr
