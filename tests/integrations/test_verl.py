@@ -151,3 +151,36 @@ def test_export_errors_are_one_line(tmp_path, args, fragment):
     assert out.returncode == 2
     assert fragment in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_ray_address_judges_on_a_benchmark_node(tmp_path, monkeypatch):
+    """reward_kwargs.ray_address: "auto" joins the Ray cluster the reward runs in (a verl
+    reward worker's) and judges on its benchmark node; the reward is still perfgym eval's."""
+    ray = pytest.importorskip("ray", reason="the cluster extra is not installed")
+    import uuid
+
+    from answers import answer
+
+    import perfgym.integrations
+    from perfgym.integrations import Label, executor_for, score_answers
+    from perfgym.integrations.verl import compute_score
+    monkeypatch.setattr(perfgym.integrations, "_executors", {})  # none outlives this cluster
+    # a home of its own: Ray leaves an auth token in ~/.ray that a later `ray start` refuses
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=1, resources={"bench_node": 1}, include_dashboard=False,
+             log_to_driver=False)
+    try:
+        var = f"s{uuid.uuid4().hex[:8]}"  # an answer no cache has seen
+        text = answer(f"    double {var} = 0.0;\n    for (int i = 0; i < N; i++)\n"
+                      f"        {var} += x[i] * y[i];\n    out[0] = {var};\n")
+        (scored,) = score_answers([(Label.parse(LABEL), text)], executor=executor_for("auto"))
+        assert scored.outcome.config.get("node")  # timed on the benchmark node
+        got = compute_score(f"perfgym/{TASK}", text, LABEL, {}, ray_address="auto")["score"]
+    finally:
+        ray.shutdown()
+    (tmp_path / "ray.md").write_text(text)
+    out = subprocess.run([sys.executable, "-m", "perfgym.cli", "eval", str(tmp_path / "ray.md"),
+                          "--task", TASK, "--size", SIZE, "--json"], capture_output=True,
+                         text=True, timeout=600)
+    assert got == json.loads(out.stdout)["reward"] == scored.reward
