@@ -1,8 +1,9 @@
-# expect: WRONG_ANSWER tampering
-# wall: WRONG_ANSWER tampering
+# expect: LIBRARY_VIOLATION decoy check
+# wall: LIBRARY_VIOLATION decoy check
 # Returns a list subclass whose __iter__ does the work: the worker stops its clock, then unpacks
 # the outputs (outputs_of calls __iter__), so the whole kernel runs outside the timed region and
-# every call claims almost nothing. The parent's clock spans the whole exchange.
+# every call claims almost nothing. The parent's clock spans the whole exchange; before it,
+# the trace does: the list's work runs on meta tensors there and fails.
 import torch
 import torch.nn as nn
 import triton

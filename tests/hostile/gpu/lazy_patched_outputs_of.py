@@ -1,9 +1,10 @@
 # expect: LIBRARY_VIOLATION f_globals
-# wall: WRONG_ANSWER tampering
+# wall: LIBRARY_VIOLATION decoy check
 # First disarms the worker's type check: through sys._getframe it replaces the worker's
 # outputs_of() with one that accepts anything. Then it returns a lazy subclass whose first
 # __torch_function__ (the worker's untyped_storage() lookup, after the clock) runs the kernel,
-# which even logs the launch in time for the evidence check. The parent's clock sees the work.
+# which even logs the launch in time for the evidence check. The parent's clock sees the work;
+# the trace sees it first (the lazy subclass cannot run on meta tensors).
 import torch
 import torch.nn as nn
 import triton
