@@ -104,6 +104,11 @@ def test_wrong_token_gets_no_reward(rows, server):
      "unknown fields"),
     ({"query": ["p x"], "prompts": ["p "], "labels": ['{"task": "dot", "sizes": "0"}']}, 400,
      "rollout 0"),
+    ({"query": ["p x"], "prompts": ["p "], "labels": [{"task": "dot", "stage": True}]}, 400,
+     "stage"),
+    ({"query": ["p x"], "prompts": ["p "], "labels": [{"task": "dot", "opened": "no"}]}, 400,
+     "opened"),
+    ({"query": ["p x"], "prompts": ["p "], "labels": [[1, 2]]}, 400, "task name or an object"),
     ({"query": [], "prompts": [], "labels": []}, 422, ""),
     ({"query": ["p x"] * 65, "prompts": ["p "] * 65, "labels": ["dot"] * 65}, 422, "limit"),
 ])

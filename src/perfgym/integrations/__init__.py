@@ -68,7 +68,7 @@ class Label:
             raise ValueError(f"label has unknown fields: {', '.join(sorted(unknown))} (it takes "
                              "task, sizes, stage, opened)")
         label = cls(task=value.get("task"), sizes=value.get("sizes") or "default",
-                    stage=value.get("stage"), opened=bool(value.get("opened", False)))
+                    stage=value.get("stage"), opened=value.get("opened", False))
         label.check()
         return label
 
@@ -78,9 +78,11 @@ class Label:
         if not isinstance(self.task, str) or self.task not in (builtin_names()
                                                                + builtin_gpu_names()):
             raise ValueError(f"label names no built-in task: {self.task!r} (see perfgym tasks)")
-        if self.stage is not None and (not isinstance(self.stage, int)
+        if self.stage is not None and (type(self.stage) is not int  # not a bool either
                                        or self.stage not in range(1, 7)):
             raise ValueError(f"label stage {self.stage!r} is not a stage 1-6 (or null)")
+        if not isinstance(self.opened, bool):
+            raise ValueError(f"label opened {self.opened!r} is not true or false")
         if not isinstance(self.sizes, str):
             raise ValueError(f"label sizes {self.sizes!r} is not a size policy or a size")
         self.size_list(tasks.get_task(self.task))  # a bad size is refused here, not mid-batch
