@@ -57,8 +57,9 @@ class Label:
             else:
                 try:
                     value = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"label is not JSON ({exc.msg}): give a task name or "
+                except (json.JSONDecodeError, RecursionError) as exc:  # nested past the stack
+                    why = getattr(exc, "msg", "nested too deeply")
+                    raise ValueError(f"label is not JSON ({why}): give a task name or "
                                      "perfgym's label object") from None
         if not isinstance(value, dict):
             raise ValueError(f"label must be a task name or an object, not "
@@ -73,7 +74,6 @@ class Label:
         return label
 
     def check(self) -> None:
-        from .. import tasks
         from ..tasks.torch_task import builtin_gpu_names
         if not isinstance(self.task, str) or self.task not in (builtin_names()
                                                                + builtin_gpu_names()):
@@ -85,7 +85,7 @@ class Label:
             raise ValueError(f"label opened {self.opened!r} is not true or false")
         if not isinstance(self.sizes, str):
             raise ValueError(f"label sizes {self.sizes!r} is not a size policy or a size")
-        self.size_list(tasks.get_task(self.task))  # a bad size is refused here, not mid-batch
+        self.size_list(get_task(self.task))  # a bad size is refused here, not mid-batch
 
     def size_list(self, task: Task) -> list[dict[str, int]] | None:
         """None: the task's default size, judged as `perfgym eval` judges it; else the sizes
