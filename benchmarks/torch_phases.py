@@ -6,10 +6,10 @@ candidate on this CPU, measured, not estimated.
 The candidate is the task's own solution (tasks/builtin_gpu/solutions), evaluated with the cache
 off and a fixed 10 timed rounds (as benchmarks/torch_isolation_cost.py), one at a time. Every
 phase is timed by wrapping the function that does it for the length of the run (perfgym is
-unchanged): the static checks, launching each of the three workers (problem, reference,
-candidate: a sandboxed Python each), the wait until the problem worker and then the other two
-have imported torch and loaded their code, the correctness trials, the kernel-evidence check,
-the timed rounds and closing the workers. Within those, the time spent on the pipes is counted
+unchanged): the static checks, launching each of the four workers (problem, reference,
+candidate, replayer: a sandboxed Python each), the wait until the problem worker and then the
+other two have imported torch and loaded their code, the correctness trials, the kernel program
+(trace and replay), the timed rounds and closing the workers. Within those, the time spent on the pipes is counted
 too, split into waiting for a worker (its own work: importing, calling) and moving the bytes,
 and the timed rounds are split into the workers' own call times and the rest. On a CPU a
 candidate faster than the reference is timed in up to three sessions (protocol.CPU_REPLICATES),
@@ -33,14 +33,17 @@ SAMPLES = 10
 # (the module, or a class in it; the attribute; the phase)
 WRAPPED = [
     ("perfgym.backends.torch", "check_statically", "static checks (AST audit)"),
-    ("perfgym.backends.torch.channel.Worker", "__init__", "worker launch (3 per session)"),
+    ("perfgym.backends.torch.channel.Worker", "__init__", "worker launch (4 per session)"),
     ("perfgym.backends.torch.session.Session", "problem_ready",
      "problem worker: start, import torch, build the model"),
     ("perfgym.backends.torch.session.Session", "ready",
      "reference and candidate workers: start, import torch, load"),
     ("perfgym.backends.torch.session.Session", "correctness", "correctness trials"),
-    ("perfgym.backends.torch.session.Session", "require_own_kernels",
-     "kernel evidence (the candidate ran its own kernels)"),
+    ("perfgym.backends.torch.session.Session", "kernel_program",
+     "kernel program: trace, replay, check against the reference"),
+    ("perfgym.backends.torch.session.Session", "replay_seconds",
+     "kernel program: timed replays (the floor on the candidate's time)"),
+    ("perfgym.backends.torch.protocol", "_replayer_ready", "replayer worker: start, import torch"),
     ("perfgym.backends.torch.channel.Worker", "close", "closing the workers"),
 ]
 # counted wherever they happen (inside the phases above)

@@ -188,18 +188,18 @@ def _one_session(task, code, config, audit, device, outcome, flags):
             problem = start("problem", dirs[0], problem_file,
                             {"input_budget": config.input_budget})
             cand = start("candidate", dirs[2], {"candidate.py": code}, {})
-            if check_kernels:
-                replayer = start("replayer", dirs[3], {}, {})
             if not config.input_budget:  # no sizes to wait for: all three start together
                 ref = start("reference", dirs[1], problem_file, {})
-            session = Session(problem, ref, cand, config, kernelbench=config.kernelbench,
-                              replayer=replayer)
+            session = Session(problem, ref, cand, config, kernelbench=config.kernelbench)
             shrunk = _checked(session.problem_ready)
             if ref is None:
                 ref = session.ref = start("reference", dirs[1], problem_file, {"sizes": shrunk})
             _checked(session.ready)
             session.correctness(5 if config.kernelbench else config.trials)
             if check_kernels:  # before timing: a decoy is not worth timing
+                # started only now: most answers (and attacks) end in the trials, and a fourth
+                # torch import beside them costs a 2-core machine about a second each
+                replayer = session.replayer = start("replayer", dirs[3], {}, {})
                 _replayer_ready(replayer)
                 session.kernel_program(kernels)
         with LANE.exclusive():
