@@ -4,7 +4,7 @@
 as its trainer does; the rollout (a GPU inference engine in verl's agent loop) is the one
 stand-in: it tokenizes the chat-templated prompt and fixed answers, left- and right-padded
 as verl lays out `prompts`, `responses` and `attention_mask`. verl's RewardLoopWorker (the
-reward path of its trainer since 0.6) then loads `compute_score` from its
+reward path of its trainer in 0.9.1) then loads `compute_score` from its
 `custom_reward_function` config and scores the batch, and its `batch` reward manager scores it
 with `compute_score_batch`: every reward must be the one `perfgym eval answer.md --reward R`
 gives the same answer.

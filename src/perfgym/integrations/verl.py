@@ -1,10 +1,11 @@
 """perfgym as verl's reward: custom reward functions in verl's two forms.
 
-    compute_score        one sample (verl's reward loop, its default since 0.6, calls it per
-                         sample and concurrently, off its event loop)
-    compute_score_batch  the whole batch at once (verl's `batch` reward manager): one evaluation
-                         batch, so builds run in parallel, and GRPO groups are known, which
-                         group_normalized needs
+    compute_score        one sample: verl's reward loop (its trainer's only reward path in
+                         0.9) calls it per sample, concurrently, off its event loop
+    compute_score_batch  the whole batch at once, for verl's batch-based reward manager
+                         (`verl.workers.reward_manager.BatchRewardManager`, the reward path of
+                         earlier verl): one evaluation batch, so builds run in parallel, and
+                         GRPO groups are known, which group_normalized needs
 
     reward:
       custom_reward_function:
