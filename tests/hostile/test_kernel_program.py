@@ -111,8 +111,10 @@ def test_a_forward_faster_than_its_own_kernels_is_charged_their_time():
     liar = evaluate(task, TIME_LIAR, None, QUICK.replace(extra={"static_rules": False}))
     honest = evaluate(task, task.expert.read_text(), None, QUICK)
     assert liar.ok and honest.ok, liar.message + honest.message
-    assert "charged_replay_time" in liar.flags
-    # charged, it is as slow as an honest interpreted kernel, not PyTorch's ~100x
+    # charged, it is as slow as an honest kernel (on this CPU, interpreted: PyTorch is ~100x
+    # faster); where PyTorch's relu is no faster than the kernel (a GPU) there is nothing to
+    # charge, and nothing gained
+    assert "charged_replay_time" in liar.flags or liar.speedup < 1.3 * honest.speedup
     assert liar.speedup < 3 * honest.speedup, (liar.message, honest.message)
 
 
