@@ -170,3 +170,45 @@ def test_kernel_module_runs_no_code_of_the_candidate_at_import(tmp_path, capsys)
     for bad_default in ("__import__('os').getpid()", "[i for i in range(3)]", "len('x')"):
         with pytest.raises(KernelSourceError, match="literal"):
             kernel_module(f"import triton\n@triton.jit\ndef k(x, y={bad_default}):\n    pass\n")
+
+
+# Programs a taken-over worker may send, replayed in this process (the replayer's code, no
+# sandbox needed to see the refusal): nothing in a program names more than an allowed operator,
+# a torch dtype/layout/memory format, a device, or a kernel of the answer's.
+FORGED = {
+    "computing operator": ({"op": "aten.relu.default", "args": [{"v": 0}]}, "computes"),
+    "attribute for an overload": ({"op": "aten.empty.__class__", "args": []}, "not an overload"),
+    "not aten": ({"op": "torch.load.default", "args": ["x"]}, "not a PyTorch operator"),
+    "function as a dtype": ({"op": "aten.empty.memory_format",
+                             "args": [[4]], "kwargs": {"dict": {"dtype": {"dtype": "load"}}}},
+                            "not a torch dtype"),
+    "function as a layout": ({"op": "aten.empty.memory_format", "args": [[4]],
+                              "kwargs": {"dict": {"layout": {"layout": "save"}}}},
+                             "not a torch layout"),
+    "a kernel not in the answer": ({"launch": "system", "grid": [1], "args": []}, "not a kernel"),
+    "a value-changing cast": ({"op": "aten._to_copy.default", "args": [{"v": 0}],
+                               "kwargs": {"dict": {"dtype": {"dtype": "bool"}}}},
+                              "changes values"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_program_runs_nothing_but_what_is_allowed(name, tmp_path):
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    import perfgym
+    sys.path.insert(0, str(Path(perfgym.__file__).parent / "harness"))
+    try:
+        import kernel_program
+    finally:
+        sys.path.pop(0)
+    step, why = FORGED[name]
+    step = {"kwargs": {"dict": {}}, "out": [1], **step}
+    program = {"inputs": 1, "steps": [step], "outputs": [1]}
+    kernels = kernel_program.Kernels(kernel_module(HEADER + HONEST["helper_and_constant"]),
+                                     str(tmp_path))
+    with pytest.raises(kernel_program.Refused, match=why):
+        kernel_program.replay(program, [], [torch.randn(4)], kernels, "cpu")

@@ -297,26 +297,31 @@ def _decode(x, values, device):
             return tuple(_decode(v, values, device) for v in x["tuple"])
         if "dict" in x:
             return {k: _decode(v, values, device) for k, v in x["dict"].items()}
-        if "dtype" in x:
-            return getattr(torch, x["dtype"])
         if "device" in x:
-            return torch.device(device if x["device"] == "input" else x["device"])
-        if "memory_format" in x:
-            return getattr(torch, x["memory_format"])
-        if "layout" in x:
-            return getattr(torch, x["layout"])
+            return torch.device(device if x["device"] == "input" else str(x["device"]))
+        for kind, cls in (("dtype", torch.dtype), ("memory_format", torch.memory_format),
+                          ("layout", torch.layout)):
+            if kind in x:  # a name of torch's, and only of one of these kinds
+                value = getattr(torch, str(x[kind]), None)
+                if not isinstance(value, cls):
+                    raise Refused(f"{str(x[kind])[:40]!r} is not a torch {kind}")
+                return value
         raise Refused(f"a program value {str(x)[:80]} the replayer does not know")
     return x
 
 
 def _operator(name):
-    parts = name.split(".")
+    parts = str(name).split(".")
     if len(parts) != 3 or parts[0] != "aten":
-        raise Refused(f"forward calls {name}, which is not a PyTorch operator it may use")
+        raise Refused(f"forward calls {str(name)[:80]}, which is not a PyTorch operator it may "
+                      "use")
     if parts[1] not in ALLOWED:
         raise Refused(f"forward computes with PyTorch ({name}): only the answer's own kernels "
                       "may compute; PyTorch may allocate, view, copy and fill")
-    return getattr(getattr(torch.ops.aten, parts[1]), parts[2])
+    op = getattr(getattr(torch.ops.aten, parts[1]), parts[2], None)
+    if not isinstance(op, torch._ops.OpOverload):  # an overload's name, not any attribute
+        raise Refused(f"{str(name)[:80]} is not an overload of aten.{parts[1]}")
+    return op
 
 
 def _casts(step, args, kwargs):
