@@ -17,7 +17,6 @@ the candidate's kernels computed it, whatever its own process said; and the repl
 what those kernels cost, which the candidate's own timed calls may not undercut.
 """
 import inspect
-import math
 import sys
 import time
 
@@ -144,10 +143,10 @@ class _Launches:
 
         def run(fn, *args, grid, warmup=False, **kwargs):
             if warmup:
-                return None
+                return
             names = list(inspect.signature(fn.fn).parameters)
             trace.launch(fn.fn.__name__, _grid(grid, names, args, kwargs), args, kwargs)
-            return None
+            return
 
         def first_config(tuner, *args, **kwargs):
             return tuner.fn.run(*args, **kwargs, **tuner.configs[0].all_kwargs())
@@ -259,6 +258,7 @@ def front_end_check(path, request):
     """(In the checking process.) Lower one kernel to Triton IR; exit 1 with the reason."""
     import importlib.util
     import json
+
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

@@ -24,9 +24,7 @@ def kernel_module(code: str) -> str:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
             parts.append(ast.unparse(_rebuilt(node)))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and _triton_import(node):
-            parts.append(ast.unparse(node))
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and _literal_assignment(node):
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and _triton_import(node) or isinstance(node, (ast.Assign, ast.AnnAssign)) and _literal_assignment(node):
             parts.append(ast.unparse(node))
     return "\n\n".join(parts) + "\n"
 
