@@ -24,9 +24,16 @@ def kernel_module(code: str) -> str:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
             parts.append(ast.unparse(_rebuilt(node)))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and _triton_import(node) or isinstance(node, (ast.Assign, ast.AnnAssign)) and _literal_assignment(node):
+        elif _kept_as_is(node):
             parts.append(ast.unparse(node))
     return "\n\n".join(parts) + "\n"
+
+
+def _kept_as_is(node: ast.AST) -> bool:
+    """An import of triton or math, or a literal constant: what a kernel may read."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return _triton_import(node)
+    return isinstance(node, (ast.Assign, ast.AnnAssign)) and _literal_assignment(node)
 
 
 def _name(node: ast.AST) -> str:
