@@ -245,46 +245,14 @@ class Kernels:
         if request in self.checked:
             return
         env = dict(os.environ, TRITON_INTERPRET="0")
-        done = subprocess.run([sys.executable, __file__, "check", self.path], input=request,
+        checker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_check.py")
+        done = subprocess.run([sys.executable, checker, self.path], input=request,
                               capture_output=True, text=True, env=env, timeout=120)
         if done.returncode != 0:
             lines = (done.stdout.strip() or done.stderr.strip() or "no message").splitlines()
             raise Refused(f"kernel {name} is not Triton language (Triton's front end refuses "
                           f"it: {lines[-1][:300]})")
         self.checked.add(request)
-
-
-def front_end_check(path, request):
-    """(In the checking process.) Lower one kernel to Triton IR; exit 1 with the reason."""
-    import importlib.util
-    import json
-
-    from triton._C.libtriton import ir
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.compiler.compiler import make_backend
-    request = json.loads(request)
-    spec = importlib.util.spec_from_file_location("perfgym_kernels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    target = GPUTarget("cuda", 80, 32)
-    backend = make_backend(target)
-    context = ir.context()
-    ir.load_dialects(context)
-    backend.load_dialects(context)
-    options = backend.parse_options({})
-    try:
-        ASTSource(getattr(module, request["name"]), request["signature"],
-                  request["constexprs"]).make_ir(
-            target, options, backend.get_codegen_implementation(options),
-            backend.get_module_map(), context)
-    except Exception as exc:
-        while isinstance(exc.__cause__, Exception):  # the innermost says what is wrong
-            exc = exc.__cause__
-        reason = exc.args[2] if len(exc.args) == 3 and isinstance(exc.args[2], str) else str(exc)
-        print(" ".join(reason.split()) or type(exc).__name__)
-        return 1
-    return 0
 
 
 def _decode(x, values, device):
@@ -379,7 +347,5 @@ def timed_replays(program, constants, inputs, kernels, device, repeat):
     return first, seconds
 
 
-if __name__ == "__main__":  # the front-end check's own process (Kernels.check)
-    if len(sys.argv) == 3 and sys.argv[1] == "check":
-        sys.exit(front_end_check(sys.argv[2], sys.stdin.read()))
+if __name__ == "__main__":
     sys.exit("imported by torch_worker.py")

@@ -87,7 +87,7 @@ class Worker:
         self.role, self.deadline = role, deadline
         for name, text in files.items():
             (workdir / name).write_text(text)
-        for script in ("torch_worker.py", "kernel_program.py"):
+        for script in ("torch_worker.py", "kernel_program.py", "kernel_check.py"):
             (workdir / script).write_text(
                 resources.files("perfgym.harness").joinpath(script).read_text())
         cmd_r, self.cmd = os.pipe()
