@@ -161,8 +161,8 @@ def run_session(task, code, config, audit, device, outcome) -> Outcome:
 
 
 def _one_session(task, code, config, audit, device, outcome, flags):
-    """Start the three workers, check, time; a TimingResult and the shrunk sizes, or the
-    Outcome of a verdict."""
+    """Start the workers (three, and the replayer once the trials pass), check, time; a
+    TimingResult and the shrunk sizes, or the Outcome of a verdict."""
     from ...lane import LANE
     # load_inline CUDA sources have host code of their own, which no replay can hold to the
     # rules: on a GPU those candidates are timed without kernel evidence, and flagged
@@ -219,7 +219,7 @@ def _one_session(task, code, config, audit, device, outcome, flags):
         return _died(ref, cand, str(exc), flags, outcome)
     finally:
         workers = [w for w in (problem, ref, cand, replayer) if w is not None]
-        for w in workers:  # all three asked first: they end together
+        for w in workers:  # all asked first: they end together
             w.ask_to_quit()
         for w in workers:
             w.close()

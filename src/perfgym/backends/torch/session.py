@@ -387,7 +387,8 @@ def charge_replay(timing: TimingResult, floor: float, flags: list[str]) -> Timin
     if median > 0 and median < REPLAY_SHARE * floor:
         scale = floor / median
         timing.new = [t * scale for t in timing.new]
-        flags.append("charged_replay_time")
+        if "charged_replay_time" not in flags:  # (once, over the CPU's replicate sessions)
+            flags.append("charged_replay_time")
     return timing
 
 
