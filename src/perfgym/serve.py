@@ -16,6 +16,7 @@ share one exclusive benchmark lane, and run in worker threads, off the event loo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -257,6 +258,24 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                         "answer_start": answer_start(t)})
         return out
 
+    @contextlib.contextmanager
+    def evaluating(n: int):
+        """A request's n candidates counted while they are evaluated; the host's fault a 503
+        (no reward: the client retries elsewhere), the task's at the size asked a 400."""
+        with lock:
+            state["in_flight"] += n
+        try:
+            yield
+        except HostError as exc:
+            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
+        except TaskError as exc:  # (a reference too slow at that size)
+            raise HTTPException(400, str(exc)) from None
+        finally:
+            with lock:
+                state["in_flight"] -= n
+                state["requests"] += 1
+                state["candidates"] += n
+
     @app.post("/evaluate", response_model=EvaluateResponse, dependencies=[Depends(authorized)],
               responses={400: {"description": "unknown task or bad size"},
                          401: {"description": "missing or wrong token"},
@@ -297,19 +316,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             if len({body.candidates[i].opened for i in members}) > 1:
                 raise HTTPException(400, "a group mixes opened and whole answers: its rewards "
                                     "would not compare; give them different groups")
-        with lock:
-            state["in_flight"] += len(requests)
-        try:
+        with evaluating(len(requests)):
             outcomes = evaluate_many(requests)
-        except HostError as exc:  # the host's fault: no reward, the client retries elsewhere
-            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
-        except TaskError as exc:  # the task at the size asked (a reference too slow there)
-            raise HTTPException(400, str(exc)) from None
-        finally:
-            with lock:
-                state["in_flight"] -= len(requests)
-                state["requests"] += 1
-                state["candidates"] += len(requests)
         if failed := [o for o in outcomes if o.status.value == "HOST_ERROR"]:  # no reward
             raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
         rewards = [0.0] * len(outcomes)
@@ -351,19 +359,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                 items.append((parsed, answer_of(query, prompt)))
             except (ValueError, TaskError) as exc:
                 raise HTTPException(400, f"rollout {i}: {exc}") from None
-        with lock:
-            state["in_flight"] += len(items)
-        try:
+        with evaluating(len(items)):
             scored = score_answers(items, reward, groups=body.prompts)
-        except HostError as exc:
-            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
-        except TaskError as exc:
-            raise HTTPException(400, str(exc)) from None
-        finally:
-            with lock:
-                state["in_flight"] -= len(items)
-                state["requests"] += 1
-                state["candidates"] += len(items)
         if failed := [s.outcome for s in scored if s.outcome.status.value == "HOST_ERROR"]:
             raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
         rewards = [s.reward for s in scored]
