@@ -182,6 +182,52 @@ def test_hidden_work_cannot_hide_in_a_parent_that_reads_in_bunches():
     assert seen["harness_cpu"] > seen["harness_cpu_allowed"]
 
 
+def stale(cpu, tick=4e-3):
+    """The readings as Linux gives another process's CPU clock while it runs: brought up to date
+    at the scheduler tick, so each one is the time at the last tick."""
+    return {line: (seconds // tick) * tick for line, seconds in cpu.items()}
+
+
+@pytest.mark.parametrize("call", [0.0005, 0.0021, 0.004, 0.0061])
+def test_an_honest_harness_read_at_tick_granularity_is_late_not_tampering(call):
+    """Rounds read 0 or a whole tick: a median of single rounds said 0 for the dry rounds'
+    own work and a tick for the calls (the frozen scan below failed 1 run in 4 that way)."""
+    ms = markers([call + 0.01] * 20, work=0.7e-3, dry=9)
+    cpu = stale(cpu_readings(ms, [call] * 20, work_cpu=0.7e-3))
+    problem, seen = cross_check([call] * 20, ms, cpu, threads=1)
+    assert problem and seen["parent_slower"] and seen["parent_late"], seen
+    assert seen["own_cpu"] == pytest.approx(0.7e-3, abs=0.6e-3)
+
+
+def test_hidden_work_with_one_call_made_to_look_long_is_tampering_even_read_in_bunches():
+    """The total's bound grows with the reported calls: one call reported long (as much as the
+    parent's clock allows) buys room for work hidden in all the others. The typical round
+    still shows it, though the parent reads the markers three at a time (single rounds 0, 0
+    and three calls' CPU: their median was 0)."""
+    ms = markers([0.0099] * 21, work=2e-3)
+    cpu = cpu_readings(ms, [0.0099] * 21)
+    lines = [line for _, line in ms]
+    for k in range(len(lines) - 21, len(lines)):  # each read with the next two
+        cpu[lines[k]] = cpu[lines[min(k + 2 - (k - len(lines) + 21) % 3, len(lines) - 1)]]
+    reported = [0.00404] * 21
+    reported[10] = 0.10  # within the parent's clock: 21 rounds of 11.9 ms
+    problem, seen = cross_check(reported, ms, cpu, threads=1)
+    assert seen["harness_cpu"] <= seen["harness_cpu_allowed"], seen  # the total alone passes
+    assert problem and not seen["parent_late"], seen
+    assert seen["round_cpu_median"] > seen["round_cpu_allowed"]
+
+
+def test_one_heavy_round_of_a_few_moves_no_typical_round():
+    """The harness checks one secretly chosen call's answer in full and keeps a copy: an honest
+    round several times the others, among as few as 5."""
+    calls = [0.002] * 6
+    ms = markers([c + 0.01 for c in calls], work=0.7e-3, dry=9)
+    heavy = [0.002, 0.002, 0.012, 0.002, 0.002, 0.002]
+    problem, seen = cross_check(calls, ms, cpu_readings(ms, heavy, work_cpu=0.7e-3), threads=1)
+    assert problem and seen["parent_late"], seen
+    assert seen["round_cpu_median"] == pytest.approx(0.002, abs=1e-4)
+
+
 def test_without_cpu_readings_the_rule_is_the_parents():
     ms = markers([0.0099] * 20, work=2e-3)
     problem, seen = cross_check([0.00404] * 20, ms)

@@ -315,31 +315,68 @@ def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins:
                  cpu: dict[str, float], threads: int) -> dict | None:
     """The harness's CPU time over the timed calls against what it reported (see cross_check),
     or None without the readings. The rule the parent's clock answers to, with the CPU time
-    each round used less the harness's own work in place of the parent's intervals: the
-    median round (as the parent's median), and all of them together (the median alone would
-    miss work in a parent that reads the markers in bunches: its rounds look empty). Within
-    both, "parent_late": what the parent saw beyond the calls was waiting, not work."""
+    the harness used a round, less its own work, in place of the parent's intervals: a typical
+    round (as the parent's median), and all of them together (a typical round alone would miss
+    work in one call made to look long). Within both, "parent_late": what the parent saw beyond
+    the calls was waiting, not work.
+
+    A typical round is _typical_round's, not the median of single rounds: another process's CPU
+    clock is read stale while it runs (Linux adds a running thread's time at the scheduler tick,
+    4 ms here) and a parent reads markers in bunches, so single rounds read 0 and then two
+    rounds' worth; the median of such rounds once called an honest scan tampering."""
     at = [cpu.get(line) for line in lines]
     if None in at:
         return None
-    dry = [b - a - s for a, b, s in zip(at[:n_dry], at[1:n_dry + 1], stand_ins)]
-    own = max(0.0, _median(dry))  # CPU seconds of the harness's own work a round
+    own = _own_cpu(at[:n_dry + 1], stand_ins)  # CPU seconds of the harness's own work a round
     # The last call's round is left out: its marker is the last line the harness writes, and a
     # starved parent reads the CPU clock for it late, after the harness's closing work (an
     # honest scan was once 1.98 ms reported, 4.2 ms seen, over the bound by that work alone).
-    # Work hidden in one call of many moves no median.
     at = at[:-1]
     reported = reported[:-1]
     if len(reported) < 1:
         return None
-    rounds = [b - a - own for a, b in zip(at[n_dry + 1:-1], at[n_dry + 2:])]
     n, total, rep = len(reported), float(sum(reported)), _median(reported)
+    typical = _typical_round(at[n_dry + 1:]) - own
     used = at[-1] - at[n_dry + 1] - n * own
     round_bound = threads * max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN)
     total_bound = threads * max(TAMPER_FACTOR * total, total + n * TAMPER_MARGIN) + CPU_EPSILON
     return {"own_cpu": own, "harness_cpu": used, "harness_cpu_allowed": total_bound,
-            "round_cpu_median": _median(rounds), "round_cpu_allowed": round_bound,
-            "parent_late": _median(rounds) <= round_bound and used <= total_bound}
+            "round_cpu_median": typical, "round_cpu_allowed": round_bound,
+            "parent_late": typical <= round_bound and used <= total_bound}
+
+
+def _own_cpu(at: list[float], stand_ins: list[float]) -> float:
+    """The harness's CPU seconds a dry round beyond its stand-in, from the readings as the dry
+    markers arrived, over all rounds but the first (the cold one)."""
+    beyond = np.concatenate([[0.0], np.cumsum(stand_ins)])
+    if len(stand_ins) > 1:
+        at, beyond = at[1:], beyond[1:]
+    return max(0.0, _typical_round(at, beyond))
+
+
+def _typical_round(readings: list[float], beyond=None) -> float:
+    """The median round's CPU seconds from the readings as consecutive markers arrived (less
+    `beyond`, the seconds known spent at each marker). A run of equal readings is one reading
+    (markers read together, or a clock not yet brought up to date) placed at the run's middle;
+    each stretch between two such readings gives every round in it the stretch's mean, so a
+    stretch spans at least a tick and one heavy round moves only its own stretch."""
+    points, i = [], 0
+    while i < len(readings):
+        j = i
+        while j + 1 < len(readings) and readings[j + 1] == readings[i]:
+            j += 1
+        points.append(((i + j) / 2, readings[i]))
+        i = j + 1
+    if len(points) < 2:
+        return 0.0
+    x = np.array([p[0] for p in points])
+    y = np.array([p[1] for p in points])
+    if beyond is not None:
+        y = y - np.interp(x, np.arange(len(readings)), beyond)
+    rounds, per_round = np.diff(x), np.diff(y) / np.diff(x)
+    order = np.argsort(per_round)
+    weight = np.cumsum(rounds[order])
+    return float(per_round[order][np.searchsorted(weight, weight[-1] / 2)])
 
 
 def _median(xs) -> float:

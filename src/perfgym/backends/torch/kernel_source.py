@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from perfgym import safe_ast
+
 KERNEL_IMPORTS = ("triton", "math")  # what a kernel may read besides its arguments
 HEADER = "import math\nimport triton\nimport triton.language as tl\n"
 
@@ -19,7 +21,7 @@ class KernelSourceError(ValueError):
 
 
 def kernel_module(code: str) -> str:
-    tree = ast.parse(code)
+    tree = safe_ast.parse(code)
     parts = [HEADER]
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
@@ -84,11 +86,11 @@ def _rebuilt(node: ast.FunctionDef) -> ast.FunctionDef:
         if a is None:
             continue
         constexpr = a.annotation is not None and _name(a.annotation).endswith("constexpr")
-        a.annotation = ast.parse("tl.constexpr", mode="eval").body if constexpr else None
+        a.annotation = safe_ast.parse("tl.constexpr", mode="eval").body if constexpr else None
     for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
         if not _literal(default):
             raise KernelSourceError(f"kernel {node.name}: a default argument that is not a "
                                     "literal (write the value itself)")
-    node.decorator_list = [ast.parse("triton.jit", mode="eval").body]
+    node.decorator_list = [safe_ast.parse("triton.jit", mode="eval").body]
     node.returns = None
     return node
