@@ -97,6 +97,29 @@ def test_reported_calls_cannot_outrun_the_parents_clock():
                        "saw only 24 ms pass")
 
 
+
+def read_at_once(ms, late=0.002):
+    """The same markers as a starved parent reads them: every timed one in one read, `late`
+    seconds after the last was written."""
+    n_dry = sum(line.startswith("@c ") for _, line in ms) - 1
+    last = ms[-1][0] + late
+    return ms[:n_dry + 1] + [(last, line) for _, line in ms[n_dry + 1:]]
+
+
+def test_a_parent_that_read_every_timed_marker_at_once_saw_time_pass_since_its_last_read():
+    """Honest calls, read in one go (28 calls at nice 19 beside a hog: "the harness reported
+    58.8 ms for the first 28 timed calls but the parent saw only 0 ms pass"): "@t 0" was
+    written after the parent's read before, which is where the calls' time starts."""
+    problem, _ = cross_check([0.0021] * 28, read_at_once(markers([0.0021] * 28)))
+    assert problem is None or "pass" not in problem, problem
+
+
+def test_reported_calls_cannot_outrun_the_parents_clock_read_at_once_either():
+    calls = [0.002] * 10
+    reported = calls[:5] + [0.5] + calls[6:]  # more than passed since the parent's read before
+    problem, _ = cross_check(reported, read_at_once(markers(calls)))
+    assert problem and "pass" in problem, problem
+
 # ---- end to end -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["baseline", "expert"])
