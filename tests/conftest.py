@@ -29,6 +29,27 @@ def fast():
     return FAST
 
 
+
+@pytest.fixture
+def local_ray(tmp_path, monkeypatch):
+    """Ray, for a test that starts a local cluster in this process, with a home of its own (a
+    local cluster leaves an auth token in ~/.ray that later `ray start` clusters, tests/cluster,
+    would refuse). ray.init() turns token auth on for the whole process and caches the token it
+    read under the home of the time: a second local cluster under another home then started a
+    GCS server that found no token and died (CI saw only Ray's wait for its port time out). So
+    the auth state is reset around each such test."""
+    ray = pytest.importorskip("ray", reason="the cluster extra is not installed: "
+                              "pip install 'perfgym[cluster]'")
+    from ray._raylet import AuthenticationTokenLoader
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # (undone: ray.init sets it)
+    ray.shutdown()  # a session another test left open would not be this local cluster
+    AuthenticationTokenLoader.instance().reset_cache()
+    yield ray
+    ray.shutdown()
+    AuthenticationTokenLoader.instance().reset_cache()
+
 # The development tier, `pytest -m "not slow"`, runs in a few minutes; CI runs everything.
 # Beside the tests marked slow one by one, these modules are slow as a whole: real models,
 # training steps, a Ray cluster, worker processes per candidate, the hostile suites' many

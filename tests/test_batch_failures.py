@@ -159,12 +159,7 @@ def test_the_service_answers_503_when_the_host_fails_a_candidate(dot, build_brea
 
 
 def test_the_ray_executor_records_a_request_that_raises_on_the_node_and_answers_the_rest(
-        dot, tmp_path, monkeypatch):
-    # a home of its own: a local Ray cluster leaves an auth token in ~/.ray that later
-    # `ray start` clusters (tests/cluster) would then refuse
-    monkeypatch.setenv("HOME", str(tmp_path))
-    ray = pytest.importorskip("ray", reason="the cluster extra is not installed: "
-                              "pip install 'perfgym[cluster]'")
+        dot, tmp_path, local_ray):
     import shutil
 
     from perfgym.executors.ray_executor import RayExecutor
@@ -174,14 +169,10 @@ def test_the_ray_executor_records_a_request_that_raises_on_the_node_and_answers_
     toml.write_text(toml.read_text().replace('name = "dot"', 'name = "dot_copy"', 1))
     vanished = get_task(str(gone))  # a task directory removed before the node loads it
     shutil.rmtree(gone)
-    ray.shutdown()  # a session another test left open would not be this local cluster
-    try:
-        executor = RayExecutor()  # a local one-node cluster, its node the benchmark node
-        naive = dot.baseline.read_text()
-        outcomes = executor.evaluate_many([Request(dot, naive, {"N": 1000}, FAST),
-                                           Request(vanished, naive, {"N": 1000}, FAST)])
-    finally:
-        ray.shutdown()
+    executor = RayExecutor()  # a local one-node cluster, its node the benchmark node
+    naive = dot.baseline.read_text()
+    outcomes = executor.evaluate_many([Request(dot, naive, {"N": 1000}, FAST),
+                                       Request(vanished, naive, {"N": 1000}, FAST)])
     assert vanished.name == "dot_copy"  # sent by path, not by a built-in name
     assert [o.status for o in outcomes] == [Status.OK, Status.HOST_ERROR]
     assert "not a verdict" in outcomes[1].message

@@ -153,10 +153,10 @@ def test_export_errors_are_one_line(tmp_path, args, fragment):
     assert "Traceback" not in out.stderr
 
 
-def test_ray_address_judges_on_a_benchmark_node(tmp_path, monkeypatch):
+def test_ray_address_judges_on_a_benchmark_node(tmp_path, monkeypatch, local_ray):
     """reward_kwargs.ray_address: "auto" joins the Ray cluster the reward runs in (a verl
     reward worker's) and judges on its benchmark node; the reward is still perfgym eval's."""
-    ray = pytest.importorskip("ray", reason="the cluster extra is not installed")
+    ray = local_ray
     import uuid
 
     from answers import answer
@@ -165,9 +165,6 @@ def test_ray_address_judges_on_a_benchmark_node(tmp_path, monkeypatch):
     from perfgym.integrations import Label, executor_for, score_answers
     from perfgym.integrations.verl import compute_score
     monkeypatch.setattr(perfgym.integrations, "_executors", {})  # none outlives this cluster
-    # a home of its own: Ray leaves an auth token in ~/.ray that a later `ray start` refuses
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(num_cpus=1, resources={"bench_node": 1}, include_dashboard=False,
              log_to_driver=False)
     try:

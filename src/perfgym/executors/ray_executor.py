@@ -13,7 +13,6 @@ with it; the node's next evaluation sweeps its work directories).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Any, Callable, Sequence
 
@@ -71,10 +70,6 @@ class RayExecutor:
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:  # a local one-node cluster whose node is the benchmark node
-                # Ray gives its new GCS server 30 s to publish its port; on a busy 2-core
-                # machine (CI, an evaluator beside a trainer) it once took longer, and the
-                # executor failed to start. The user's own setting wins.
-                os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "120")
                 ray.init(resources={bench_resource: 1}, log_to_driver=False)
         self.ray = ray
         self.bench_resource = bench_resource
