@@ -110,8 +110,9 @@ def test_a_parent_that_read_every_timed_marker_at_once_saw_time_pass_since_its_l
     """Honest calls, read in one go (28 calls at nice 19 beside a hog: "the harness reported
     58.8 ms for the first 28 timed calls but the parent saw only 0 ms pass"): "@t 0" was
     written after the parent's read before, which is where the calls' time starts."""
-    problem, _ = cross_check([0.0021] * 28, read_at_once(markers([0.0021] * 28)))
-    assert problem is None or "pass" not in problem, problem
+    problem, seen = cross_check([0.0021] * 28, read_at_once(markers([0.0021] * 28)))
+    assert "pass" not in problem, problem
+    assert seen["parent_blind"]  # (it saw the calls' total, not one of them: disturbed)
 
 
 def test_reported_calls_cannot_outrun_the_parents_clock_read_at_once_either():
@@ -119,6 +120,36 @@ def test_reported_calls_cannot_outrun_the_parents_clock_read_at_once_either():
     reported = calls[:5] + [0.5] + calls[6:]  # more than passed since the parent's read before
     problem, _ = cross_check(reported, read_at_once(markers(calls)))
     assert problem and "pass" in problem, problem
+
+
+def test_a_parent_that_read_the_whole_run_at_once_is_blind_and_the_run_disturbed():
+    """Every marker, dry ones too, in one read (25 calls at nice 19 beside a hog: "51.2 ms for
+    the first 25 timed calls but the parent saw only 0 ms pass"): the parent's clock saw none
+    of the calls, which is no evidence of tampering, nor of the harness's figures. The run is
+    disturbed, run again, and refused by the rewards if it stays so."""
+    from perfgym.backends.c.measure import _parent_late
+    from perfgym.sandbox import RunResult
+    ms = markers([0.0021] * 25)
+    blind = [(ms[-1][0] + 0.003, line) for _, line in ms]
+    problem, seen = cross_check([0.0021] * 25, blind)
+    assert seen.get("parent_blind") and "saw none" in problem, problem
+    ran = (RunResult(returncode=0, stdout="", stderr="", wall=1.0, markers=blind),
+           {"samples": [0.0021] * 25})
+    assert "saw none" in _parent_late(ran, threads=1)
+
+
+def test_microsecond_calls_read_at_once_are_not_blind():
+    """A prompt parent can read a whole run of tiny calls in one go: nothing was hidden."""
+    ms = markers([2e-6] * 25, work=1e-6)
+    problem, seen = cross_check([2e-6] * 25, [(ms[-1][0], line) for _, line in ms])
+    assert problem is None and not seen.get("parent_blind"), (problem, seen)
+
+
+def test_a_parent_that_saw_some_calls_is_not_blind():
+    ms = markers([0.0021] * 25)
+    half = [(t if i < len(ms) - 10 else ms[-1][0], line) for i, (t, line) in enumerate(ms)]
+    problem, seen = cross_check([0.0021] * 25, half)
+    assert not seen.get("parent_blind"), (problem, seen)
 
 # ---- end to end -------------------------------------------------------------------------------
 

@@ -36,6 +36,9 @@ TAMPER_MARGIN = 1e-3  # seconds
 # parent read "@t 0" late. Generous: without real-time priority for the reader that reached
 # 15 ms under load.
 AHEAD_EPSILON = 50e-3  # seconds
+# Calls that took this long together, all announced in one read, went unseen by the parent: it
+# was kept from its CPU. (Microsecond calls can all arrive in one read of a prompt parent.)
+BLIND_AFTER = 10e-3  # seconds
 # What the harness's CPU time over the timed calls may exceed its bound by (_cpu_witness): it
 # is read as the parent reads "@t 0" and the last marker, each maybe late, the last one after
 # some of the harness's closing work.
@@ -101,7 +104,7 @@ def measure(p: Prepared, outcome) -> Outcome:
 
     problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu,
                                 _threads(p))
-    if problem and load["disturbed"] and seen.get("parent_slower"):
+    if problem and load["disturbed"] and (seen.get("parent_slower") or seen.get("parent_blind")):
         # under foreign load the parent reads the markers late: no evidence of tampering (and
         # where the harness's CPU time shows no hidden work, _timed_run called the run
         # disturbed). The calls are charged the parent's figures below, so a faked timer gains
@@ -202,6 +205,8 @@ def _parent_late(ran, threads: int) -> str | None:
         return None
     result, report = ran
     problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu, threads)
+    if problem and seen.get("parent_blind"):
+        return problem + " (it waited for a CPU)"
     if not (problem and seen.get("parent_late")):
         return None
     return (f"the parent saw the calls slower than the harness ({_ms(seen['parent_median'])} "
@@ -299,14 +304,21 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
     # "@t 0" to "@t k": the calls ran one after another between them. A parent that read "@t 0"
     # together with "@t 1" read it late (a starved parent once read 28 calls' markers at once:
     # "0 ms pass"); "@t 0" was written after the read before that one, the start then.
+    # With no read before it, the parent cannot say when the calls began; if it read every
+    # timed marker at once, its clock saw none of them: the run is disturbed (_parent_late),
+    # as a parent that saw the calls slow is, and its calls cost the harness's figures.
     start = timed[0]
     if timed[1] == start:
-        start = max((t for t in times[:n_dry + 1] if t < start), default=start)
+        start = max((t for t in times[:n_dry + 1] if t < start), default=-np.inf)
     ahead = np.cumsum(reported) - (timed[1:] - start)
     k = int(np.argmax(ahead))
     if ahead[k] > AHEAD_EPSILON:
         return (f"the harness reported {_ms(sum(reported[:k + 1]))} for the first {k + 1} timed "
                 f"calls but the parent saw only {_ms(timed[k + 1] - start)} pass", seen)
+    if len(set(timed.tolist())) == 1 and sum(reported) > BLIND_AFTER:
+        seen["parent_blind"] = True
+        return (f"the parent read all {n_timed} timed calls' markers at once: its clock saw "
+                "none of them", seen)
     rep, par = seen["reported_median"], seen["parent_median"]
     if par > max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN):
         seen["parent_slower"] = True  # (what a parent starved by foreign load also sees)

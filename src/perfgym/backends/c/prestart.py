@@ -85,13 +85,16 @@ class PrestartedRun:
         self.wait_ready()
         if not self.thread.is_alive() or self.go_end < 0:
             return False
+        # Before the word: the harness cannot start before it, and a parent kept from its CPU
+        # right after writing it must not start the clock late (a starved parent once timed
+        # the whole run shorter than the calls the harness then reported).
+        self.went = time.monotonic()
         try:
             os.write(self.go_end, b"g")
         except OSError:  # (BrokenPipeError: it is gone)
             return False
         finally:
             self._close_go_end()
-        self.went = time.monotonic()
         self.timer = threading.Timer(self.config.timeout, self._expire)
         self.timer.start()
         return True
