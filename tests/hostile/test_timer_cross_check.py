@@ -253,6 +253,19 @@ def test_an_honest_harness_read_at_tick_granularity_is_late_not_tampering(call):
     assert seen["own_cpu"] == pytest.approx(0.7e-3, abs=0.6e-3)
 
 
+def test_markers_read_with_the_last_one_carry_no_weight():
+    """The last markers, read together after the harness's closing work (its checks and the
+    second input set: 40 ms here), counted that work as the calls' (49 ms of CPU for 5 calls
+    of 2 ms, called tampering beside a hog)."""
+    ms = markers([0.008] * 6, work=1.6e-3, dry=9)
+    cpu = cpu_readings(ms, [0.002] * 6, work_cpu=1.6e-3)
+    lines = [line for _, line in ms]
+    cpu[lines[-1]] += 0.040
+    cpu[lines[-2]] = cpu[lines[-1]]
+    problem, seen = cross_check([0.002] * 6, ms, cpu, threads=1)
+    assert problem and seen["parent_late"], seen
+
+
 def test_hidden_work_with_one_call_made_to_look_long_is_tampering_even_read_in_bunches():
     """The total's bound grows with the reported calls: one call reported long (as much as the
     parent's clock allows) buys room for work hidden in all the others. The typical round
