@@ -46,8 +46,7 @@ EVALUATIONS = textwrap.dedent(f"""
                           "disturbed": o.disturbed, "late": seen.get("parent_late"),
                           "reported": seen.get("reported_median"),
                           "parent": seen.get("parent_median"),
-                          "witness": {{k: seen.get(k) for k in ("own_cpu", "round_cpu_median",
-                                      "round_cpu_allowed", "harness_cpu",
+                          "witness": {{k: seen.get(k) for k in ("own_cpu", "harness_cpu",
                                       "harness_cpu_allowed")}}}}), flush=True)
 """)
 

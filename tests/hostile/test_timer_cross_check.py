@@ -213,7 +213,7 @@ def test_a_parent_that_saw_waiting_not_work_is_late_not_tampered_with():
     problem, seen = cross_check([0.00404] * 20, ms, cpu_readings(ms, [0.004] * 20), threads=1)
     assert problem == "the harness reported 4.04 ms per call but the parent saw 9.9 ms (medians)"
     assert seen["parent_slower"] and seen["parent_late"]
-    assert seen["round_cpu_median"] == pytest.approx(0.004)
+    assert seen["harness_cpu"] == pytest.approx(19 * 0.004)  # the last call's round left out
 
 
 def test_hidden_work_is_tampering_whatever_the_parent_saw():
@@ -268,9 +268,9 @@ def test_markers_read_with_the_last_one_carry_no_weight():
 
 def test_hidden_work_with_one_call_made_to_look_long_is_tampering_even_read_in_bunches():
     """The total's bound grows with the reported calls: one call reported long (as much as the
-    parent's clock allows) buys room for work hidden in all the others. The typical round
-    still shows it, though the parent reads the markers three at a time (single rounds 0, 0
-    and three calls' CPU: their median was 0)."""
+    parent's clock allows) bought room for work hidden in all the others, and the median of
+    single rounds missed it when the parent read the markers three at a time (rounds of 0, 0
+    and three calls' CPU). The bound counts a call at most 2x the median."""
     ms = markers([0.0099] * 21, work=2e-3)
     cpu = cpu_readings(ms, [0.0099] * 21)
     lines = [line for _, line in ms]
@@ -279,12 +279,11 @@ def test_hidden_work_with_one_call_made_to_look_long_is_tampering_even_read_in_b
     reported = [0.00404] * 21
     reported[10] = 0.10  # within the parent's clock: 21 rounds of 11.9 ms
     problem, seen = cross_check(reported, ms, cpu, threads=1)
-    assert seen["harness_cpu"] <= seen["harness_cpu_allowed"], seen  # the total alone passes
     assert problem and not seen["parent_late"], seen
-    assert seen["round_cpu_median"] > seen["round_cpu_allowed"]
+    assert seen["harness_cpu"] > seen["harness_cpu_allowed"]
 
 
-def test_one_heavy_round_of_a_few_moves_no_typical_round():
+def test_one_heavy_honest_round_of_a_few_is_late_not_tampering():
     """The harness checks one secretly chosen call's answer in full and keeps a copy: an honest
     round several times the others, among as few as 5."""
     calls = [0.002] * 6
@@ -292,7 +291,6 @@ def test_one_heavy_round_of_a_few_moves_no_typical_round():
     heavy = [0.002, 0.002, 0.012, 0.002, 0.002, 0.002]
     problem, seen = cross_check(calls, ms, cpu_readings(ms, heavy, work_cpu=0.7e-3), threads=1)
     assert problem and seen["parent_late"], seen
-    assert seen["round_cpu_median"] == pytest.approx(0.002, abs=1e-4)
 
 
 def test_without_cpu_readings_the_rule_is_the_parents():
