@@ -29,7 +29,6 @@ def fast():
     return FAST
 
 
-
 @pytest.fixture
 def local_ray(tmp_path, monkeypatch):
     """Ray, for a test that starts a local cluster in this process, with a home of its own (a
@@ -49,6 +48,7 @@ def local_ray(tmp_path, monkeypatch):
     yield ray
     ray.shutdown()
     AuthenticationTokenLoader.instance().reset_cache()
+
 
 # The development tier, `pytest -m "not slow"`, runs in a few minutes; CI runs everything.
 # Beside the tests marked slow one by one, these modules are slow as a whole: real models,
