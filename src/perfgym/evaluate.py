@@ -202,9 +202,11 @@ def recent_baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Out
 def ok_message(o: Outcome) -> str:
     t = o.timing
     parts = [f"{o.gflops:.2f} GFLOP/s" if o.gflops is not None else f"{t.median * 1e3:.3f} ms"]
-    # the stop rule's figure: how precisely the median is known
+    # the stop rule's figure: how precisely this run knows its median. A second run lands
+    # further off (another process, another moment of the machine), so it says "this run"
     parts.append(f"median of {len(t.samples)} calls, " + (
-        f"\u00b1{t.median_halfwidth * 100:.1f}% (95% CI)" if t.median_halfwidth is not None
+        f"\u00b1{t.median_halfwidth * 100:.1f}% in this run (95% CI)"
+        if t.median_halfwidth is not None
         else "too few for a 95% CI"))
     if o.speedup is not None:
         parts.append(f"{o.speedup:.2f}x naive")

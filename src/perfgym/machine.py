@@ -230,8 +230,10 @@ def best_of(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 # A clock read by the probe lags the boost a kernel may run at a moment later: on a 2-core
-# AMD EPYC the measured FMA peak was 0.9% above lanes x FMAs x the clock the probe read.
-CLOCK_MARGIN = 1.05
+# AMD EPYC the measured FMA peak was 0.9% above lanes x FMAs x the clock the probe read, and
+# 5.03% above it when the clock was read beside a hog on every core (CI, 2026-11-27). The bound
+# only has to be an upper bound: the checks below it need 1.5x the measured peak anyway.
+CLOCK_MARGIN = 1.10
 
 
 def isa_bound_gflops(info: dict[str, Any], fp32: bool = False) -> float:

@@ -320,6 +320,7 @@ def search_cmd(
         if heldout:
             from ..search.heldout import judge_heldout
             judge_heldout(engine)
+        confirmed = _confirm_best(engine, best, remote=bool(ray_address))
     store.event("search_done")
     from ..report import write_plots, write_summary
     report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
@@ -328,7 +329,8 @@ def search_cmd(
     causes = run_causes(store)
     if as_json:
         print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
-                          "best_id": best.id if best else None, "answers": counts,
+                          "best_id": best.id if best else None, "confirmed": confirmed,
+                          "answers": counts,
                           "failure_causes": dict(causes.most_common()),
                           "next_step": next_step(causes) if not counts["passed"] else None},
                          indent=2))
@@ -344,7 +346,49 @@ def search_cmd(
     else:
         console.print(f"best: #{best.id} (iteration {best.iteration}, stage {best.stage}) "
                       f"{best.outcome['message']}", highlight=False)
+        if confirmed:
+            console.print(_confirmed_line(confirmed), highlight=False)
     console.print(f"run store: {store.path}; report: {report}", style="dim", highlight=False)
+
+
+def _confirm_best(engine, best, remote: bool) -> dict | None:
+    """The best kernel timed again against the naive one, in interleaved runs on this machine
+    (group_timing.confirm_against_baseline): the speedup the run reports as its result. None
+    where it cannot be: no correct kernel, a cluster's run, a size set, a PyTorch task (whose
+    reference is already timed beside it, call by call)."""
+    from ..backends import backend_for
+    from ..group_timing import ROUNDS, confirm_against_baseline
+    from ..outcome import Outcome
+    if best is None or best.outcome is None:
+        return None
+    if best.op == "seed":
+        return {"seed": True}
+    if remote or engine.sizes is not None or not backend_for(engine.task).separate_baseline:
+        return None
+    with console.status("timing the best kernel against the naive one "
+                        f"({ROUNDS} interleaved rounds)"):
+        o = confirm_against_baseline(engine.task, best.completion,
+                                     Outcome.from_dict(best.outcome),
+                                     engine.eval_config.replace(stage=best.stage))
+    if not o.ok:  # a kernel that passed once and fails again is judged by the failure
+        result = {"status": o.status.value, "message": o.message}
+    else:
+        result = {"speedup": o.speedup, "speedup_low": o.speedup_low, "rounds": ROUNDS,
+                  "faster": bool(o.speedup_low and o.speedup_low > 1)}
+    engine.store.event("best_confirmed", candidate=best.id, **result)
+    return result
+
+
+def _confirmed_line(confirmed: dict) -> str:
+    if confirmed.get("seed"):
+        return "the best is the seed, the naive kernel itself: no answer was faster"
+    if "status" in confirmed:
+        return f"timed again against the naive kernel, it failed: {confirmed['message']}"
+    verdict = ("faster than naive" if confirmed["faster"] else
+               "not shown faster than naive")
+    return (f"timed again against the naive kernel in {confirmed['rounds']} interleaved runs: "
+            f"{confirmed['speedup']:.2f}x naive, at least {confirmed['speedup_low']:.2f}x at 95% "
+            f"({verdict})")
 
 
 def answer_counts(store, task) -> dict[str, int]:
