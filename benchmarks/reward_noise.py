@@ -3,10 +3,12 @@
     python benchmarks/reward_noise.py [--repeats 10] [--tasks all] [--json OUT]
 
 Per built-in task, the naive and the expert kernel, each evaluated `--repeats` times alone
-(the cache off, one after the other): the CV of its speedup over naive (the reward's input).
-Then the same two kernels as one group (perfgym.group_timing: 5 interleaved rounds with the
-baseline), `--repeats` times: the CV of each one's speedup, and how often the group's order
-of the two (expert faster than naive) agrees with the majority order. Finally the order of two
+(the cache off, one after the other): the CV of its median time, and of the expert's speedup
+over naive (the reward's input; the naive kernel's is 1 by definition). Then the same two
+kernels as one group (perfgym.group_timing: 5 interleaved rounds with the baseline),
+`--repeats` times: the CV of each one's last round's median time and of the expert's speedup
+(the median of the rounds' ratios), and how often the group's order of the two (expert faster
+than naive) agrees with the majority order. Finally the order of two
 kernels about 10% apart (dgemm's naive kernel against a copy slowed by a dependent extra
 multiply per row, `--close` repeats): one at a time, and in group timing.
 
@@ -50,6 +52,7 @@ def main() -> None:
         kernels = {"naive": "/* the naive kernel, evaluated as an answer */\n"
                             + task.baseline.read_text(), "expert": task.expert.read_text()}
         alone = {k: [] for k in kernels}
+        alone_speedup = []
         for _ in range(args.repeats):
             for k, text in kernels.items():
                 o = evaluate(task, text, None, config)
@@ -57,20 +60,27 @@ def main() -> None:
                     # the naive kernel is 1x by definition (baseline_copy): its time's spread
                     # against the baseline's is what a near copy would be paid
                     alone[k].append(o.timing.median)
+                    if k == "expert":  # what the reward is computed from
+                        alone_speedup.append(o.speedup)
         base = [evaluate(task, task.baseline.read_text(), None, config).timing.median
                 for _ in range(3)]
         grouped = {k: [] for k in kernels}
+        grouped_speedup = []
         order = []
         texts = list(kernels.values())
         for _ in range(args.repeats):
             firsts = [evaluate(task, t, None, config) for t in texts]
             judged = retime_group(task, texts, firsts, config)
             for k, o in zip(kernels, judged):
-                if o.ok:
+                if o.ok:  # (the last round's median time; the speedup is over all rounds)
                     grouped[k].append(statistics.median(o.timing.samples))
+                    if k == "expert":
+                        grouped_speedup.append(o.speedup)
             if all(o.ok for o in judged):
                 order.append(judged[1].timing.median < judged[0].timing.median)
         rows[name] = {
+            "expert_speedup_cv": {"alone": cv(alone_speedup), "grouped": cv(grouped_speedup)},
+            "expert_speedups": {"alone": alone_speedup, "grouped": grouped_speedup},
             "alone_cv": {k: cv(v) for k, v in alone.items()},
             "grouped_cv": {k: cv(v) for k, v in grouped.items()},
             "alone_medians_s": alone, "grouped_medians_s": grouped,
@@ -80,12 +90,17 @@ def main() -> None:
         print(f"{name:12s} alone CV naive {rows[name]['alone_cv']['naive']:.1%} expert "
               f"{rows[name]['alone_cv']['expert']:.1%}; grouped CV naive "
               f"{rows[name]['grouped_cv']['naive']:.1%} expert "
-              f"{rows[name]['grouped_cv']['expert']:.1%} "
+              f"{rows[name]['grouped_cv']['expert']:.1%}; expert speedup CV alone "
+              f"{rows[name]['expert_speedup_cv']['alone']:.1%} grouped "
+              f"{rows[name]['expert_speedup_cv']['grouped']:.1%} "
               f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
     result = {"machine": cpu_model(), "cores": os.cpu_count(), "repeats": args.repeats,
               "tasks": rows,
               "max_cv": {"alone": max(max(r["alone_cv"].values()) for r in rows.values()),
                          "grouped": max(max(r["grouped_cv"].values()) for r in rows.values())},
+              "max_expert_speedup_cv": {
+                  way: max(r["expert_speedup_cv"][way] for r in rows.values())
+                  for way in ("alone", "grouped")},
               "order_agreement": close_pair(args.close, config),
               "wall_seconds": round(time.monotonic() - started)}
     print(json.dumps({k: v for k, v in result.items() if k != "tasks"}, indent=1))

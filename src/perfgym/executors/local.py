@@ -15,11 +15,13 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
 from ..backends import backend_for
+from ..backends.torch.warm import batch as torch_batch
 from ..evaluate import Prepared, baseline_key, finish, measure, prepare, recent_baseline
 from ..outcome import Outcome, Status
 from ..tasks import Task, TaskError
@@ -96,35 +98,39 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
             on_result(i, outcome)
 
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="perfgym-build")
-    try:
-        for i in range(len(requests)):
-            pool.submit(build_one, i)
-        for _ in range(len(requests)):
-            i, item = ready.get()
-            if isinstance(item, TaskError):
-                task_faults.append(item)
-                continue
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, Prepared):  # measure takes the lane for what it times
-                started = time.monotonic()
-                try:
-                    # (measure removes its work directory)
-                    item = finish(item, measure(item), bases.get(base_key(requests[i])))
-                except TaskError as exc:
-                    task_faults.append(exc)
+    # PyTorch tasks: one problem and one reference worker serve the batch (torch/warm.py)
+    warm = torch_batch() if any(backend_for(r.task).language == "torch" for r in requests) \
+        else nullcontext()
+    with warm:
+        try:
+            for i in range(len(requests)):
+                pool.submit(build_one, i)
+            for _ in range(len(requests)):
+                i, item = ready.get()
+                if isinstance(item, TaskError):
+                    task_faults.append(item)
                     continue
-                except Exception as exc:
-                    item = host_error(requests[i], exc, started)
-            record(i, item)
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)  # the builds under way finish...
-        _discard(ready)  # ...and what they made goes
-        raise
-    finally:
-        pool.shutdown(wait=True)
-        if bar:
-            bar.close()
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, Prepared):  # measure takes the lane for what it times
+                    started = time.monotonic()
+                    try:
+                        # (measure removes its work directory)
+                        item = finish(item, measure(item), bases.get(base_key(requests[i])))
+                    except TaskError as exc:
+                        task_faults.append(exc)
+                        continue
+                    except Exception as exc:
+                        item = host_error(requests[i], exc, started)
+                record(i, item)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # the builds under way finish...
+            _discard(ready)  # ...and what they made goes
+            raise
+        finally:
+            pool.shutdown(wait=True)
+            if bar:
+                bar.close()
     if task_faults:
         raise task_faults[0]
     return results  # type: ignore[return-value]

@@ -225,7 +225,9 @@ def main():
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(0)
-            if op == "init_args":  # problem only: the constructor's arguments
+            if op == "ping":  # the parent's check that nothing of an earlier exchange is left
+                send(reply_fd, {"pong": header.get("nonce")})
+            elif op == "init_args":  # problem only: the constructor's arguments
                 out = []
                 args = encode(list(module.get_init_inputs()), out)
                 send(reply_fd, {"args": args}, out)

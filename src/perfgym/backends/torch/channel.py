@@ -203,6 +203,11 @@ class Worker:
         self.send(header, tensors)
         return self.header()
 
+    @property
+    def usable(self) -> bool:
+        """Its pipes are still open (after ask_to_quit their numbers may belong to others)."""
+        return not self._asked
+
     def ask_to_quit(self) -> None:
         """Send "quit" and close the pipes, not waiting for the end (close() waits): workers
         asked together end together."""

@@ -9,6 +9,7 @@ and never mixed with GPU figures); CUDA sources are compile-checked with nvcc wh
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import time
@@ -26,6 +27,7 @@ from ...sandbox_python import SandboxPython, check_starts, sandbox_python
 from ...tasks.spec import TaskError
 from .channel import Worker, WorkerDied, WorkerTimeout
 from .kernel_source import KernelSourceError, kernel_module
+from .warm import LIFETIME, Pair, Pool, active as active_pool, pair_key
 from .session import (ReferenceDied, ReferenceFailed, Session, TimingResult, Verdict,
                       charge_replay, speedup_lower_bound)
 
@@ -149,7 +151,9 @@ def run_session(task, code, config, audit, device, outcome) -> Outcome:
     flags = list(audit.flags)
     runs: list[tuple[TimingResult, dict]] = []
     while True:
-        result = _one_session(task, code, config, audit, device, outcome, flags)
+        # (a replicate is there to rule out a pair of processes' own bias: fresh workers)
+        result = _one_session(task, code, config, audit, device, outcome, flags,
+                              warm=None if runs else active_pool())
         if isinstance(result, Outcome):  # a verdict: it stands whichever replicate found it
             return result
         runs.append(result)
@@ -160,9 +164,11 @@ def run_session(task, code, config, audit, device, outcome) -> Outcome:
     return _timed_outcome([t for t, _ in runs], config, device, flags, runs[0][1], outcome)
 
 
-def _one_session(task, code, config, audit, device, outcome, flags):
+def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool | None = None):
     """Start the workers (three, and the replayer once the trials pass), check, time; a
-    TimingResult and the shrunk sizes, or the Outcome of a verdict."""
+    TimingResult and the shrunk sizes, or the Outcome of a verdict. With a `warm` pool the
+    problem and reference workers come from it when it has them, and go back to it when they
+    are idle after the session (warm.py)."""
     from ...lane import LANE
     # load_inline CUDA sources have host code of their own, which no replay can hold to the
     # rules: on a GPU those candidates are timed without kernel evidence, and flagged
@@ -174,9 +180,17 @@ def _one_session(task, code, config, audit, device, outcome, flags):
     dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-") for role in roles]
     deadline = time.monotonic() + config.torch_timeout
     limits, py = worker_limits(config), sandbox_python()
+    key = pair_key(task, device, config)
+    pair = warm.take(key, config.torch_timeout) if warm else None
+    taken = pair is not None  # (else, with a pool, the pair started here may join it)
+    began = time.monotonic()
+    # pooled workers live through the batch: their sandbox's wall limit is the pool's
+    pooled_limits = dataclasses.replace(limits, wall_seconds=LIFETIME,
+                                        cpu_seconds=max(limits.cpu_seconds, 2 * LIFETIME))
 
     def start(role: str, workdir: Path, files: dict, options: dict) -> Worker:
-        return Worker(role, workdir, files, {"device": device, **options}, limits, py,
+        lim = pooled_limits if warm and role in ("problem", "reference") else limits
+        return Worker(role, workdir, files, {"device": device, **options}, lim, py,
                       worker_env(config, workdir, device, py), deadline)
 
     problem_file = {"problem.py": task.source}
@@ -185,16 +199,23 @@ def _one_session(task, code, config, audit, device, outcome, flags):
     try:
         kernels = kernel_module(code) if check_kernels else ""
         with LANE.shared():  # start-up and correctness time nothing
-            problem = start("problem", dirs[0], problem_file,
-                            {"input_budget": config.input_budget})
+            if taken:
+                problem, ref, shrunk = pair.problem, pair.reference, pair.shrunk
+                problem.deadline = ref.deadline = deadline
+            else:
+                problem = start("problem", dirs[0], problem_file,
+                                {"input_budget": config.input_budget})
             cand = start("candidate", dirs[2], {"candidate.py": code}, {})
-            if not config.input_budget:  # no sizes to wait for: all three start together
-                ref = start("reference", dirs[1], problem_file, {})
+            if ref is None and not config.input_budget:  # no sizes to wait for: all three
+                ref = start("reference", dirs[1], problem_file, {})  # start together
             session = Session(problem, ref, cand, config, kernelbench=config.kernelbench)
-            shrunk = _checked(session.problem_ready)
+            if not taken:
+                shrunk = _checked(session.problem_ready)
             if ref is None:
                 ref = session.ref = start("reference", dirs[1], problem_file, {"sizes": shrunk})
-            _checked(session.ready)
+            if warm and not taken:
+                pair = Pair(problem, ref, dirs[:2], shrunk, began)
+            _checked(lambda: session.ready(reference_ready=taken))
             session.correctness(5 if config.kernelbench else config.trials)
             if check_kernels:  # before timing: a decoy is not worth timing
                 # started only now: most answers (and attacks) end in the trials, and a fourth
@@ -215,17 +236,23 @@ def _one_session(task, code, config, audit, device, outcome, flags):
     except WorkerTimeout:
         return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s "
                        "(import, trials and timing together)", flags=flags)
-    except WorkerDied as exc:
-        return _died(ref, cand, str(exc), flags, outcome)
+    except WorkerDied as exc:  # (a pooled reference that answers a ping did not die)
+        return _died(ref, cand, str(exc), flags, outcome,
+                     ref_alive=pair is not None and pair.idle())
     finally:
-        workers = [w for w in (problem, ref, cand, replayer) if w is not None]
+        kept = warm is not None and pair is not None and pair.idle()
+        if kept:
+            warm.give(key, pair)
+        workers = [w for w in (problem, ref, cand, replayer)
+                   if w is not None and not (kept and w in (problem, ref))]
         for w in workers:  # all asked first: they end together
             w.ask_to_quit()
         for w in workers:
             w.close()
         if not config.extra.get("keep_workdir"):
-            for d in dirs:
-                shutil.rmtree(d, ignore_errors=True)
+            for d in {*dirs, *(pair.dirs if pair else ())}:
+                if not (kept and d in pair.dirs):
+                    shutil.rmtree(d, ignore_errors=True)
     return timing, shrunk
 
 
@@ -248,12 +275,12 @@ def _checked(step):
         raise
 
 
-def _died(ref, cand, why: str, flags: list[str], outcome) -> Outcome:
-    for w in (ref, cand):
+def _died(ref, cand, why: str, flags: list[str], outcome, ref_alive: bool = False) -> Outcome:
+    for w in (cand,) if ref_alive else (ref, cand):
         if w is not None:
             w.close()
-    if ref is not None and ref.result is not None and ref.result.killed_by and (
-            cand.result is None or not cand.result.killed_by):
+    if (not ref_alive and ref is not None and ref.result is not None and ref.result.killed_by
+            and (cand.result is None or not cand.result.killed_by)):
         raise ReferenceFailed(f"the reference worker died ({ref.result.killed_by})")
     r = cand.result
     details = r.stderr[-2000:] if r else ""

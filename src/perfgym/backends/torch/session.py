@@ -133,9 +133,11 @@ class Session:
             raise ReferenceFailed(f"the problem file cannot be imported: {reply['error'][:300]}")
         return reply
 
-    def ready(self) -> None:
-        """The reference and candidate workers imported their code."""
-        self._task_header(self.ref)
+    def ready(self, reference_ready: bool = False) -> None:
+        """The reference (unless `reference_ready`: a warm one, whose header an earlier session
+        read) and candidate workers imported their code."""
+        if not reference_ready:
+            self._task_header(self.ref)
         reply = self.cand.header()
         if "error" in reply:
             raise Verdict("COMPILE_ERROR", f"{_first_line(reply['error'])} "
