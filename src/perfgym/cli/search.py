@@ -365,13 +365,15 @@ def _confirm_best(engine, best, remote: bool) -> dict | None:
         return {"seed": True}
     if remote or engine.sizes is not None or not backend_for(engine.task).separate_baseline:
         return None
-    with console.status("timing the best kernel against the naive one "
-                        f"({ROUNDS} interleaved rounds)"):
+    with err_console.status("timing the best kernel against the naive one "
+                            f"({ROUNDS} interleaved rounds)"):
         o = confirm_against_baseline(engine.task, best.completion,
                                      Outcome.from_dict(best.outcome),
                                      engine.eval_config.replace(stage=best.stage))
     if not o.ok:  # a kernel that passed once and fails again is judged by the failure
         result = {"status": o.status.value, "message": o.message}
+    elif "group_timed" not in o.flags:  # (the baseline failed to run: nothing to pair with)
+        return None
     else:
         result = {"speedup": o.speedup, "speedup_low": o.speedup_low, "rounds": ROUNDS,
                   "faster": bool(o.speedup_low and o.speedup_low > 1)}
