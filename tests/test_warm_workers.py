@@ -74,7 +74,7 @@ def test_one_pair_serves_the_batch_and_verdicts_are_unchanged(starts):
 def test_a_candidate_that_timed_out_leaves_the_pair_in_service(starts):
     relu = get_task("relu")
     same = reference_as_candidate(relu.source)
-    config = WALL.replace(torch_timeout=15.0)
+    config = WALL.replace(torch_timeout=10.0)
     outs = evaluate_many([Request(relu, t, config=config) for t in (SLEEPER, same)])
     assert [o.status for o in outs] == [Status.TIMEOUT, Status.OK], [o.message for o in outs]
     # the pair was idle when the sleeper's time ran out: it answered the ping and served on
