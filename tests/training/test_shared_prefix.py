@@ -4,7 +4,7 @@ every LoRA gradient agree with the plain forward over each whole row (TRL's comp
 within float noise."""
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
 pytest.importorskip("peft", reason="the train extra is not installed")
 
 from perfgym.train.shared_prefix import shared_prefix_logps  # noqa: E402

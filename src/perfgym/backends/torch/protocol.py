@@ -196,6 +196,7 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
     problem_file = {"problem.py": task.source}
     problem = cand = ref = replayer = None
     shrunk: dict = {}
+    idle = None  # whether the pair answered its ping after the session (asked once)
     try:
         kernels = kernel_module(code) if check_kernels else ""
         with LANE.shared():  # start-up and correctness time nothing
@@ -237,10 +238,12 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
         return outcome(Status.TIMEOUT, f"did not finish within {config.torch_timeout:g} s "
                        "(import, trials and timing together)", flags=flags)
     except WorkerDied as exc:  # (a pooled reference that answers a ping did not die)
-        return _died(ref, cand, str(exc), flags, outcome,
-                     ref_alive=pair is not None and pair.idle())
+        idle = pair is not None and pair.idle()
+        return _died(ref, cand, str(exc), flags, outcome, ref_alive=idle)
     finally:
-        kept = warm is not None and pair is not None and pair.idle()
+        if idle is None:
+            idle = pair is not None and pair.idle()
+        kept = warm is not None and idle
         if kept:
             warm.give(key, pair)
         workers = [w for w in (problem, ref, cand, replayer)
