@@ -18,9 +18,10 @@ learning experiment's GRPO instead (benchmarks/learning.py: the default model, o
 answers to the improve prompts of its five short training tasks, G 4, LoRA, bf16, the fast
 engine), where the answers compile and the evaluator has real work. `--before-after` runs
 those steps twice in one run: as the learning experiment ran them (TRL's per-row update,
-micro-batches of 2, each answer timed alone), then as GRPO runs now (the shared-prefix update
-in micro-batches of one group, G 4, and group timing); `--json` writes both splits and
-`step_ratio` (after over before).
+micro-batches of 2, LoRA dropout 0.05, each answer timed alone), then as GRPO runs now (the
+shared-prefix update in micro-batches of one group, G 4, each group cut to its longest answer,
+no dropout, and group timing); `--json` writes both splits and `step_ratio` (after over
+before).
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def main() -> None:
     if args.before_after:
         results["before"] = run_steps(args, "openvino", {"shared_prefix": False,
                                                          "micro_batch": 2,
-                                                         "group_timing": False})
+                                                         "group_timing": False,
+                                                         "lora_dropout": 0.05})
         results["after"] = run_steps(args, "openvino", {"shared_prefix": True,
                                                         "micro_batch": 4})
         results["step_ratio"] = (results["after"]["seconds_per_step"]

@@ -9,13 +9,17 @@ loss is the mean per-token log-probability of the completions (the GRPO loss's c
 its forward and backward). Variants, each timed in this one run over the same batch:
 
   learning        TRL's computation (each row's prompt + completion in one forward),
-                  micro-batches of 2, bf16 autocast, no gradient checkpointing: what the
-                  learning experiment ran
+                  micro-batches of 2, bf16 autocast, no gradient checkpointing, LoRA dropout
+                  0.05: what the learning experiment ran
   fp32            the same without bf16
   checkpointing   the same with gradient checkpointing
   micro4          micro-batches of 4 (one group)
   shared2         the shared-prefix update (train.shared_prefix), micro-batches of 2
-  shared4         the shared-prefix update, micro-batches of one group (what GRPO now runs)
+  shared4         the shared-prefix update, micro-batches of one group
+  no_dropout      shared4 without LoRA dropout (GRPO's default since: the engine samples from
+                  the dropout-free policy)
+  trimmed         no_dropout with each group cut to its own longest completion (what GRPO
+                  now runs)
 
 Also checked on the batch: the shared update's loss and LoRA gradients against TRL's
 computation (the largest relative difference).
@@ -56,7 +60,7 @@ def main() -> None:
     path = resolve_model(None)
     tokenizer = AutoTokenizer.from_pretrained(str(path))
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05,
                                              target_modules=["q_proj", "k_proj", "v_proj",
                                                              "o_proj"], task_type="CAUSAL_LM"))
     machine, config = machine_info(), learning.eval_config()
@@ -86,9 +90,18 @@ def main() -> None:
             -1, ids_[:, -C:].unsqueeze(-1)).squeeze(-1)
 
     def shared(ids_, mask_):
+        return shared_prefix_logps(model, ids_, mask_, C, trim=False)[0]
+
+    def trimmed(ids_, mask_):
         return shared_prefix_logps(model, ids_, mask_, C)[0]
 
+    def set_dropout(p: float) -> None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = p
+
     def step(fn, micro: int, bf16: bool) -> float:
+        model.train()
         model.zero_grad()
         started = time.perf_counter()
         total = cmask.sum()
@@ -100,11 +113,17 @@ def main() -> None:
             ((logps * cmask[sl]).sum() / total).backward()
         return time.perf_counter() - started
 
-    variants = {"learning": (plain, 2, True, False), "fp32": (plain, 2, False, False),
-                "checkpointing": (plain, 2, True, True), "micro4": (plain, 4, True, False),
-                "shared2": (shared, 2, True, False), "shared4": (shared, 4, True, False)}
+    variants = {"learning": (plain, 2, True, False, 0.05),
+                "fp32": (plain, 2, False, False, 0.05),
+                "checkpointing": (plain, 2, True, True, 0.05),
+                "micro4": (plain, 4, True, False, 0.05),
+                "shared2": (shared, 2, True, False, 0.05),
+                "shared4": (shared, 4, True, False, 0.05),
+                "no_dropout": (shared, 4, True, False, 0.0),
+                "trimmed": (trimmed, 4, True, False, 0.0)}
     results = {}
-    for name, (fn, micro, bf16, checkpointing) in variants.items():
+    for name, (fn, micro, bf16, checkpointing, dropout) in variants.items():
+        set_dropout(dropout)
         if checkpointing:
             model.gradient_checkpointing_enable()
             model.enable_input_require_grads()
@@ -112,13 +131,15 @@ def main() -> None:
         if checkpointing:
             model.gradient_checkpointing_disable()
         results[name] = {"seconds": seconds, "micro_batch": micro, "bf16": bf16,
-                         "gradient_checkpointing": checkpointing}
+                         "gradient_checkpointing": checkpointing, "lora_dropout": dropout,
+                         "trimmed": fn is trimmed}
         print(f"{name:14s} {seconds:7.1f} s  ({seconds / results['learning']['seconds']:.2f}x "
               f"the learning experiment's)", flush=True)
 
     # the same numbers: loss and LoRA gradients, FP32, TRL's computation against the shared one
+    set_dropout(0.0)  # the comparison is of computations, not of dropout's random masks
     grads = {}
-    for name, fn in (("plain", plain), ("shared", shared)):
+    for name, fn in (("plain", plain), ("shared", trimmed)):
         model.zero_grad()
         loss = 0.0
         for start in range(0, len(rows), args.G):

@@ -36,18 +36,20 @@ def lora_model(tmp_path_factory):
     return model
 
 
-def batch():
+def batch(short_group: bool = False):
     """Two groups of three rows, TRL's layout: prompts left-padded to the longest, the
-    completions after them, each completion's tail past its end masked."""
+    completions after them, each completion's tail past its end masked. `short_group`: every
+    row of the second group ends 3 tokens before the batch's longest (the padding the update
+    cuts)."""
     g = torch.Generator().manual_seed(3)
     prompts = [torch.randint(4, 300, (11,), generator=g), torch.randint(4, 300, (7,),
                                                                         generator=g)]
     C, P = 9, 11
     ids, mask = [], []
-    for prompt in prompts:
+    for group, prompt in enumerate(prompts):
         for row in range(3):
             completion = torch.randint(4, 300, (C,), generator=g)
-            ends = C - 2 * row  # rows end at different lengths
+            ends = C - 2 * row - (3 if short_group and group else 0)  # at different lengths
             pad = P - len(prompt)
             ids.append(torch.cat([torch.full((pad,), 3), prompt, completion]))
             mask.append(torch.cat([torch.zeros(pad), torch.ones(len(prompt)),
@@ -63,8 +65,10 @@ def loss_and_grads(model, logps, mask):
                          if p.requires_grad}
 
 
-def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model):
-    input_ids, attention_mask, C = batch()
+@pytest.mark.parametrize("short_group", [False, True], ids=["groups-to-the-end",
+                                                            "a-group-shorter"])
+def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model, short_group):
+    input_ids, attention_mask, C = batch(short_group)
     cmask = attention_mask[:, -C:].float()
     plain = plain_logps(lora_model, input_ids, attention_mask, C)
     plain_loss, plain_grads = loss_and_grads(lora_model, plain, cmask)

@@ -54,7 +54,8 @@ def train_grpo(
     lora: bool = typer.Option(False, help="train a LoRA adapter instead of all weights"),
     lora_r: int = typer.Option(16),
     lora_alpha: int = typer.Option(32),
-    lora_dropout: float = typer.Option(0.05),
+    lora_dropout: float = typer.Option(0.0, help="0: the update's log-probabilities are of "
+                                       "the policy the engine samples from"),
     lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj"),
     vllm: Optional[str] = typer.Option(None, help="server or colocate (fixed mode)"),
     vllm_server_url: Optional[str] = typer.Option(None),

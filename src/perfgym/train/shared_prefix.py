@@ -13,6 +13,10 @@ Under gradient checkpointing (which turns the model's cache off) the update is T
 
 Rotary position embeddings make the result independent of the prompt's left padding: TRL's
 padded rows and the unpadded prefix here see the same relative positions.
+
+TRL pads every completion to the batch's longest. A group is computed only up to its own longest
+completion: attention is causal, so a real token never sees the padding after it, and the
+positions cut off are masked out of the loss (they get log-probability 0 here).
 """
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ from typing import Any
 
 
 def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: int,
-                        compute_entropy: bool = False, autocast=None):
+                        compute_entropy: bool = False, autocast=None, trim: bool = True):
     """Per-token log-probabilities (and entropies) of the last `logits_to_keep` tokens of each
     row, as TRL's `_get_per_token_logps_and_entropies` returns them, with rows that share a
-    prompt computed over one prefix forward. Returns (logps, entropies or None)."""
+    prompt computed over one prefix forward. Returns (logps, entropies or None). `trim=False`
+    computes every group to the batch's width (what benchmarks/update_speed.py compares)."""
     import contextlib
 
     import torch
@@ -37,8 +42,13 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
     for prompt, rows in groups.items():
         k = len(rows)
         prefix = torch.tensor([prompt], dtype=input_ids.dtype, device=input_ids.device)
-        completions = input_ids[rows, -C:]
         completion_mask = attention_mask[rows, -C:]
+        used = completion_mask.any(dim=0).nonzero()
+        width = C  # up to the group's last unmasked position: the padding after it is cut
+        if trim:
+            width = int(used.max()) + 1 if used.numel() else 1
+        completions = input_ids[rows, -C:][:, :width]
+        completion_mask = completion_mask[:, :width]
         with autocast() if autocast else contextlib.nullcontext():
             head = model(input_ids=prefix, attention_mask=torch.ones_like(prefix),
                          use_cache=True, logits_to_keep=1)
@@ -56,11 +66,13 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
                            dim=1).float()
         log_probs = torch.log_softmax(logits, dim=-1)
         picked = log_probs.gather(-1, completions.unsqueeze(-1)).squeeze(-1)
+        cut = C - width
         for i, row in enumerate(rows):
-            logps_rows[row] = picked[i]
+            logps_rows[row] = torch.nn.functional.pad(picked[i], (0, cut))
             if compute_entropy:
                 with torch.no_grad():
-                    entropy_rows[row] = -(log_probs[i].exp() * log_probs[i]).sum(-1)
+                    entropy_rows[row] = torch.nn.functional.pad(
+                        -(log_probs[i].exp() * log_probs[i]).sum(-1), (0, cut))
     return torch.stack(logps_rows), torch.stack(entropy_rows) if compute_entropy else None
 
 
