@@ -146,7 +146,7 @@ def _shadowed() -> list[str]:
     return [d for d in SHADOWED_DIRS if os.path.isdir(d)]
 
 
-class _UidSlot:
+class UidSlot:
     """A sandbox uid held exclusively (across threads and processes) for one command."""
 
     _counter = 0
@@ -154,9 +154,9 @@ class _UidSlot:
 
     def __enter__(self) -> int:
         LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
-        with _UidSlot._lock:
-            start = _UidSlot._counter
-            _UidSlot._counter += 1
+        with UidSlot._lock:
+            start = UidSlot._counter
+            UidSlot._counter += 1
         offset = (os.getpid() * 7 + start) % UID_SLOTS
         for i in range(UID_SLOTS):
             uid = UID_BASE + (offset + i) % UID_SLOTS
@@ -366,8 +366,8 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
                  "LC_ALL": "C", "TMPDIR": str(workdir)}
     clean_env.update(env or {})
     if iso.own_uid:
-        with _UidSlot() as uid:
-            _hand_over(workdir, uid)
+        with UidSlot() as uid:
+            hand_over(workdir, uid)
             # --pdeathsig after the uid change: setpriv sets it last, a uid change clears it
             wrapped = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                        "--inh-caps=-all", "--bounding-set=-all",
@@ -389,6 +389,48 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
     dies = ["setpriv", *_PDEATHSIG, "--"] if iso.dies_with_driver else []
     return _supervise(dies + _prlimit_args(limits) + argv, workdir, limits, clean_env, None,
                       pass_fds, on_start, on_marker)
+
+
+def can_fork_workers() -> bool:
+    """Whether this host gives a forked worker what `run()` gives a command: its own uid,
+    network, /tmp, and death with its driver (a root driver with every layer)."""
+    iso = isolation()
+    return iso.own_uid and iso.no_network and iso.private_tmp and iso.dies_with_driver
+
+
+def start_template(argv: list[str], workdir: Path, env: dict[str, str],
+                   expose: list[str | Path], pass_fds: tuple[int, ...],
+                   stderr) -> subprocess.Popen:
+    """Start perfgym's own worker template (harness/torch_template.py) in a sandbox's
+    namespaces, as root: it keeps the right to give each process it forks a uid, a network
+    and a /tmp of its own, which it does before any of them runs untrusted code. Never for
+    untrusted code itself. It dies with its driver, and `abandon()` ends it."""
+    if not can_fork_workers():
+        raise RuntimeError("this host cannot give forked workers their own uid, network "
+                           "and /tmp")
+    binds = []
+    for host_dir in expose:
+        target = expose_path(host_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        binds.append((Path(host_dir).resolve(), target))
+    wrapped = ["unshare", "--net", "--mount", "--propagation", "private", "--",
+               "sh", "-c", _SHADOW_SCRIPT, "sh", str(fstab_for(tuple(binds))),
+               "setpriv", *_PDEATHSIG, "--"]
+    clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
+                 "LC_ALL": "C", "TMPDIR": str(workdir), **env}
+    proc = subprocess.Popen(wrapped + argv, cwd=workdir, env=clean_env,
+                            stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                            start_new_session=True, close_fds=True, pass_fds=pass_fds)
+    with _running_lock:
+        _running[proc] = None
+    return proc
+
+
+def stop_template(proc: subprocess.Popen) -> None:
+    kill_group(proc)
+    proc.wait()
+    with _running_lock:
+        _running.pop(proc, None)
 
 
 def fstab_for(binds: tuple[tuple[Path, Path], ...]) -> Path:
@@ -419,7 +461,7 @@ def _fstab_field(path: str | Path) -> str:
     return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in str(path))
 
 
-def _hand_over(workdir: Path, uid: int) -> None:
+def hand_over(workdir: Path, uid: int) -> None:
     """The sandbox uid owns the work directory and nothing else."""
     for root, dirs, files in os.walk(workdir):
         os.chown(root, uid, uid)
@@ -523,16 +565,18 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
     for t in readers:
         t.join(timeout=2)
     rc = proc.returncode
-    killed_by = None
-    if rc is not None and rc < 0:
-        try:
-            killed_by = signal.Signals(-rc).name
-        except ValueError:
-            killed_by = f"signal {-rc}"
+    killed_by = signal_name(-rc) if rc is not None and rc < 0 else None
     return RunResult(returncode=rc, stdout=kept["out"].decode(errors="replace"),
                      stderr=kept["err"].decode(errors="replace"), wall=wall,
                      timed_out=timed_out, output_overflow=overflow.is_set(), killed_by=killed_by,
                      markers=markers, marker_cpu=marker_cpu)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def process_cpu_clock(pid: int) -> int:

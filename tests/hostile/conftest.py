@@ -48,7 +48,7 @@ class SandboxUse:
 @pytest.fixture
 def sandbox_use(monkeypatch) -> SandboxUse:
     use = SandboxUse()
-    enter, make_workdir = sandbox._UidSlot.__enter__, sandbox.make_workdir
+    enter, make_workdir = sandbox.UidSlot.__enter__, sandbox.make_workdir
 
     def recording_enter(self):
         use.uids.append(enter(self))
@@ -58,6 +58,6 @@ def sandbox_use(monkeypatch) -> SandboxUse:
         use.workdirs.append(make_workdir(*args, **kwargs))
         return use.workdirs[-1]
 
-    monkeypatch.setattr(sandbox._UidSlot, "__enter__", recording_enter)
+    monkeypatch.setattr(sandbox.UidSlot, "__enter__", recording_enter)
     monkeypatch.setattr(sandbox, "make_workdir", recording_make_workdir)
     return use

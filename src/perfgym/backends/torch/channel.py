@@ -83,7 +83,7 @@ class Worker:
 
     def __init__(self, role: str, workdir: Path, files: dict[str, str], options: dict,
                  limits: sandbox.Limits, python: SandboxPython, env: dict[str, str],
-                 deadline: float) -> None:
+                 deadline: float, template=None) -> None:
         self.role, self.deadline = role, deadline
         for name, text in files.items():
             (workdir / name).write_text(text)
@@ -114,7 +114,15 @@ class Worker:
                 os.close(self._child_ends.pop())
 
         def supervise() -> None:
+            from .template import TemplateUnavailable
             try:
+                if template is not None:  # forked from a template that has imported torch
+                    try:
+                        self.result = template.run(role, options, workdir, limits, env,
+                                                   (cmd_r, reply_w), close_child_ends)
+                        return
+                    except TemplateUnavailable:
+                        pass  # nothing ran: started the usual way
                 self.result = sandbox.run(argv, workdir, limits, env=env, expose=py.expose,
                                           pass_fds=(cmd_r, reply_w), on_start=close_child_ends)
             finally:

@@ -190,8 +190,13 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
 
     def start(role: str, workdir: Path, files: dict, options: dict) -> Worker:
         lim = pooled_limits if warm and role in ("problem", "reference") else limits
-        return Worker(role, workdir, files, {"device": device, **options}, lim, py,
-                      worker_env(config, workdir, device, py), deadline)
+        env = worker_env(config, workdir, device, py)
+        # a candidate's and a replayer's worker live for one session: forked from the
+        # batch's template, which has imported torch already (template.py)
+        template = warm.template(worker_env(config, Path("/"), device, py), py) \
+            if warm and role in ("candidate", "replayer") else None
+        return Worker(role, workdir, files, {"device": device, **options}, lim, py, env,
+                      deadline, template=template)
 
     problem_file = {"problem.py": task.source}
     problem = cand = ref = replayer = None

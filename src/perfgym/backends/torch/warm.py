@@ -10,7 +10,9 @@ A pair goes back to the pool only if, after its session, both workers answer a "
 the nonce the parent sent, at once: a reply left unread, or a call still running, from an
 exchange the session broke off (a timeout, a failure) comes before the pong, and the pair is
 closed instead. So the next session finds the pipes empty and the workers idle. A pair is
-retired before its sandbox's wall limit could end it inside a session. A "faster" finding is
+retired before its sandbox's wall limit could end it inside a session. The pool also holds
+the batch's worker templates (template.py), from which candidates' and replayers' workers
+are forked. A "faster" finding is
 replicated in fresh workers, never in a pooled pair (protocol.CPU_REPLICATES): the bias a
 pair of processes carries is what the replicate is there to rule out.
 """
@@ -25,7 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import sandbox
 from .channel import Worker, WorkerDied, WorkerTimeout
+from .template import Template, TemplateUnavailable
 
 LIFETIME = 900.0  # wall seconds a pooled worker may live (its sandbox's limit)
 KEEP = 2  # idle pairs kept at most (one per task key): each holds its task's reference model
@@ -79,6 +83,27 @@ class Pool:
         self._idle: dict[tuple, Pair] = {}
         self._lock = threading.Lock()
         self._closed = False
+        # worker templates (template.py) by their environment; None where one failed to start
+        self._templates: dict[tuple, Template | None] = {}
+        self._template_lock = threading.Lock()
+
+    def template(self, env: dict[str, str], python) -> Template | None:
+        """The batch's template for workers of this environment, started on first use; None
+        where this host cannot fork workers, or the template could not start (workers then
+        start the usual way)."""
+        if not sandbox.can_fork_workers():
+            return None
+        key = tuple(sorted(env.items()))
+        with self._template_lock:
+            if self._closed:
+                return None
+            if key not in self._templates:
+                try:
+                    self._templates[key] = Template(env, python)
+                except (TemplateUnavailable, OSError):
+                    self._templates[key] = None
+            template = self._templates[key]
+        return template if template is not None and template.alive else None
 
     def take(self, key: tuple, seconds: float) -> Pair | None:
         with self._lock:
@@ -102,11 +127,15 @@ class Pool:
                 p.close()
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._template_lock:
             self._closed = True
             pairs, self._idle = list(self._idle.values()), {}
+            templates, self._templates = list(self._templates.values()), {}
         for p in pairs:
             p.close()
+        for t in templates:
+            if t is not None:
+                t.close()
 
 
 _active: Pool | None = None

@@ -1,0 +1,187 @@
+"""Workers forked from the batch's torch template (backends/torch/template.py): a candidate
+that leaves a thread, a patched module, a file, an environment variable, a cache entry or a
+process behind reaches no later candidate, a candidate cannot reach the template or keep any
+privilege of it, a forked worker keeps every limit, and a template that cannot fork leaves the
+verdicts as they were."""
+import pytest
+
+from perfgym import EvalConfig, Status, get_task, sandbox
+from perfgym.backends.torch import template as template_module
+from perfgym.executors.local import Request, evaluate_many
+from perfgym.tasks.selfcheck import reference_as_candidate
+
+pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
+pytestmark = pytest.mark.skipif(
+    not sandbox.can_fork_workers(),
+    reason="workers are forked from a template only where perfgym runs as root with every "
+           "isolation layer (own uid, network and /tmp, death with the driver)")
+
+QUICK = EvalConfig(use_cache=False, trials=2, max_time=0.2, max_samples=5, min_samples=3,
+                   torch_timeout=60.0, require_custom_kernel=False)
+WALL = QUICK.replace(extra={"static_rules": False})  # the attacks meet the sandbox, not a filter
+
+# Everything it can leave behind, at import; its own answer is right (relu without torch.relu).
+LEAVER = '''
+import os, subprocess, threading, time, torch, torch.nn as nn
+for d in ("/tmp", "/dev/shm", "/var/tmp", os.environ["HOME"]):
+    try:
+        open(os.path.join(d, "perfgym-leak"), "w").write("memo")
+    except OSError:
+        pass
+os.makedirs(os.path.join(os.environ["HOME"], ".triton", "cache"), exist_ok=True)
+open(os.path.join(os.environ["HOME"], ".triton", "cache", "perfgym-leak"), "w").write("memo")
+torch.relu = lambda x: x * 0          # a patch of the module every worker imports
+torch.Tensor.relu = lambda self: self * 0
+torch._perfgym_leak = {"memo": 1}     # a memo on it
+os.environ["PERFGYM_LEAK"] = "1"
+threading.Thread(target=time.sleep, args=(300,), name="perfgym-leaker", daemon=True).start()
+subprocess.Popen(["sleep", "299.5"], start_new_session=True)  # a process that left its session
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.clamp_min(x, 0.0)
+'''
+
+# Looks for all of it; answers wrong (zeros) if it finds any.
+SEES = '''
+import os, threading, torch
+def leaked():
+    found = [d for d in ("/tmp", "/dev/shm", "/var/tmp", os.environ["HOME"])
+             if os.path.exists(os.path.join(d, "perfgym-leak"))]
+    if os.path.exists(os.path.join(os.environ["HOME"], ".triton", "cache", "perfgym-leak")):
+        found.append("triton cache")
+    if hasattr(torch, "_perfgym_leak") or torch.relu(torch.tensor([1.0])).item() != 1.0:
+        found.append("torch patched")
+    if os.environ.get("PERFGYM_LEAK"):
+        found.append("environment")
+    if any(t.name == "perfgym-leaker" for t in threading.enumerate()):
+        found.append("thread")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/cmdline", "rb").read() == b"sleep\\x00299.5\\x00":
+                found.append("process")
+        except OSError:
+            pass
+    return found
+'''
+CHECKER = SEES + '''
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 0 if leaked() else torch.clamp_min(x, 0.0)
+'''
+# The control: the same checks, in the process that left it all, find it (WRONG_ANSWER).
+SELF_CHECK = LEAVER + SEES + '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 0 if leaked() else torch.clamp_min(x, 0.0)
+'''
+
+# Tries to reach the template and to keep or regain a privilege; answers wrong if anything
+# worked (or a limit is missing), right otherwise.
+ATTACKER = '''
+import ctypes, os, resource, signal, torch, torch.nn as nn
+won = []
+parent = os.getppid()
+for attempt, call in (("kill the template", lambda: os.kill(parent, signal.SIGKILL)),
+                      ("stop the template", lambda: os.kill(parent, signal.SIGSTOP)),
+                      ("read its memory", lambda: open(f"/proc/{parent}/mem", "rb").read(1)),
+                      ("read its environ", lambda: open(f"/proc/{parent}/environ").read()),
+                      ("setuid 0", lambda: os.setuid(0)),
+                      ("setgid 0", lambda: os.setgid(0)),
+                      ("join its mounts", lambda: os.open(f"/proc/{parent}/ns/mnt", 0)),
+                      ("write its workdir", lambda: open(os.path.join(
+                          os.readlink(f"/proc/{parent}/cwd"), "perfgym-pwned"), "w"))):
+    try:
+        call()
+        won.append(attempt)
+    except OSError:
+        pass
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, parent, 0, 0) == 0:  # PTRACE_ATTACH
+    won.append("ptrace the template")
+status = open("/proc/self/status").read()
+for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+    if int(status.split(f"\\n{field}:", 1)[1].split()[0], 16):
+        won.append(field)
+if "NoNewPrivs:\\t1" not in status or os.getuid() == 0 or os.getgroups():
+    won.append("privileges kept")
+for limit in (resource.RLIMIT_CPU, resource.RLIMIT_AS, resource.RLIMIT_NPROC,
+              resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE):
+    if resource.getrlimit(limit)[1] == resource.RLIM_INFINITY:
+        won.append(f"no limit {limit}")
+if open("/proc/self/net/dev").read().count(":") > 1:  # only lo: no network of the host's
+    won.append("network")
+if os.getsid(0) != os.getpid():
+    won.append("shares a session")
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 0 if won else torch.clamp_min(x, 0.0)
+'''
+
+LOUD = ("import sys, torch.nn as nn\nsys.stdout.write('x' * (4 << 20))\nsys.stdout.flush()\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x): return x\n")
+SLEEPER = ("import time, torch.nn as nn\nclass ModelNew(nn.Module):\n"
+           "    def forward(self, x):\n        time.sleep(30)\n        return x\n")
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """(template pid, role) of every worker forked from a template, in order."""
+    seen: list[tuple[int, str]] = []
+    fork = template_module.Template._fork
+
+    def counted(self, request, fds):
+        pid = fork(self, request, fds)
+        seen.append((self.pid, request["role"]))
+        return pid
+    monkeypatch.setattr(template_module.Template, "_fork", counted)
+    return seen
+
+
+def statuses(outs):
+    return [o.status for o in outs]
+
+
+def test_nothing_a_candidate_leaves_reaches_the_next(forks, sandbox_use):
+    relu = get_task("relu")
+    outs = evaluate_many([Request(relu, t, config=WALL) for t in (LEAVER, CHECKER, SELF_CHECK)])
+    assert statuses(outs) == [Status.OK, Status.OK, Status.WRONG_ANSWER], \
+        [o.message for o in outs]
+    # all three were forked workers, from one template
+    assert [role for _, role in forks].count("candidate") >= 3
+    assert len({pid for pid, _ in forks}) == 1
+    assert not sandbox_use.processes_left()
+
+
+def test_a_candidate_cannot_reach_the_template_or_keep_a_privilege(forks, sandbox_use):
+    relu = get_task("relu")
+    same = reference_as_candidate(relu.source)
+    outs = evaluate_many([Request(relu, t, config=WALL) for t in (ATTACKER, same)])
+    assert statuses(outs) == [Status.OK, Status.OK], [o.message for o in outs]
+    # the template that forked the attacker forked the next candidate too
+    assert len({pid for pid, _ in forks}) == 1 and len(forks) >= 2
+    assert not sandbox_use.processes_left()
+
+
+def test_a_forked_worker_keeps_the_output_cap_and_the_deadline(forks, sandbox_use):
+    relu = get_task("relu")
+    same = reference_as_candidate(relu.source)
+    config = WALL.replace(torch_timeout=15.0)
+    outs = evaluate_many([Request(relu, t, config=config) for t in (LOUD, SLEEPER, same)])
+    assert statuses(outs) == [Status.RUNTIME_ERROR, Status.TIMEOUT, Status.OK], \
+        [o.message for o in outs]
+    assert [role for _, role in forks].count("candidate") >= 3
+    assert not sandbox_use.processes_left()
+
+
+def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatch, forks):
+    def refuse(self, request, fds):
+        raise template_module.TemplateUnavailable("refused by the test")
+    monkeypatch.setattr(template_module.Template, "_fork", refuse)
+    relu = get_task("relu")
+    same = reference_as_candidate(relu.source)
+    wrong = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n"
+             "    def forward(self, x): return torch.relu(x) + 1.0\n")
+    outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
+    assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
+    assert not forks  # every worker started the usual way
