@@ -89,25 +89,29 @@ def private_namespaces(shadowed):
               f"mount tmpfs on {d}")
 
 
-def become_worker(request, fds, shadowed, template_pid):
-    """In the child: isolate, drop root, run the worker; never returns."""
+def become_worker(request, fds, status, shadowed, template_pid):
+    """In the child: isolate, drop root, say so on `status`, run the worker; never returns.
+    A step that fails before the worker runs is reported on `status` (the host's fault, never
+    the candidate's: the parent then starts the worker the usual way)."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
         private_namespaces(shadowed)
-        for name, value in request["limits"].items():
-            resource.setrlimit(LIMITS[name], (value, value))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         # above every number dup2 writes to, so that none is overwritten before it is moved
         cmd, reply, out, err = (fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds)
+        status = fcntl.fcntl(status, fcntl.F_DUPFD, 5)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
         os.dup2(cmd, 3)
         os.dup2(reply, 4)
-        os.closerange(5, os.sysconf("SC_OPEN_MAX"))  # the socket to the parent among them
+        os.closerange(5, status)  # the socket to the parent among them
+        os.closerange(status + 1, os.sysconf("SC_OPEN_MAX"))
+        for name, value in request["limits"].items():
+            resource.setrlimit(LIMITS[name], (value, value))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.chdir(request["workdir"])
         drop_privileges(request["uid"])
         check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
@@ -120,9 +124,11 @@ def become_worker(request, fds, shadowed, template_pid):
         sys.path_importer_cache.clear()
         sys.argv = ["torch_worker.py", request["role"], "3", "4",
                     json.dumps(request["options"])]
+        os.write(status, b"ok")
+        os.close(status)
     except BaseException as exc:
         try:
-            os.write(2, f"perfgym template: the worker could not start: {exc}\n".encode())
+            os.write(status, f"{type(exc).__name__}: {exc}".encode()[:4000])
         finally:
             os._exit(112)
     try:
@@ -131,6 +137,28 @@ def become_worker(request, fds, shadowed, template_pid):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def fork_worker(request, fds, shadowed):
+    """The child's pid once it is ready to run the worker; raises with the reason if its
+    setup failed (the child is then reaped)."""
+    if threading.active_count() != 1:
+        raise RuntimeError("the template runs a thread of its own: no fork")
+    ready_r, ready_w = os.pipe()
+    template_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        become_worker(request, fds, ready_w, shadowed, template_pid)
+    os.close(ready_w)
+    said = b""
+    while chunk := os.read(ready_r, 4096):
+        said += chunk
+    os.close(ready_r)
+    if said != b"ok":
+        os.waitpid(pid, 0)
+        raise RuntimeError(said.decode(errors="replace") or "the worker died in its setup")
+    return pid
 
 
 def receive(sock):
@@ -179,11 +207,7 @@ def main():
         try:
             if len(fds) != FDS:
                 raise ValueError(f"{len(fds)} descriptors passed, not {FDS}")
-            if threading.active_count() != 1:
-                raise RuntimeError("the template runs a thread of its own: no fork")
-            pid = os.fork()
-            if pid == 0:
-                become_worker(request, fds, shadowed, os.getppid())
+            pid = fork_worker(request, fds, shadowed)
             sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
         except Exception as exc:
             sock.send(json.dumps({"id": request["id"], "error": str(exc)}).encode())
