@@ -1,12 +1,17 @@
-"""What warm problem and reference workers save a batch of PyTorch candidates.
+"""What warm problem and reference workers, and workers forked from a template, save a batch
+of PyTorch candidates.
 
     python benchmarks/torch_batch.py [--task relu] [--candidates 8] [--repeats 3] [--json OUT]
 
 A batch of `--candidates` answers (the task's expert kernel and a copy of its reference,
-alternating) is evaluated by the local executor twice per repeat, in alternating order: with
-the batch's problem and reference workers kept alive (backends/torch/warm.py, the default) and
-with three fresh workers per candidate. Prints the wall seconds per candidate each way, their
-ratio, and how many workers each way started; every verdict of the two ways must agree.
+alternating) is evaluated by the local executor three ways per repeat, the order rotating:
+  warm   the default: the batch's problem and reference workers kept alive
+         (backends/torch/warm.py), and each candidate's and replayer's worker forked from the
+         batch's template that has imported torch (backends/torch/template.py; as root only)
+  pair   the warm pair, every other worker started fresh (no template)
+  fresh  every worker started fresh
+Prints the wall seconds per candidate each way, the ratios, and how many workers each way
+started (and how many of them were forked); every verdict of the three ways must agree.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ def main() -> None:
     args = ap.parse_args()
     from perfgym import EvalConfig, get_task
     from perfgym.backends.torch import protocol
+    from perfgym.backends.torch import template, warm
     from perfgym.backends.torch.channel import Worker
     from perfgym.executors import local
     from perfgym.machine import cpu_model
@@ -44,30 +50,45 @@ def main() -> None:
             roles.append(role)
             super().__init__(role, *a, **k)
     protocol.Worker = Counted
-    pooled = local.torch_batch
-    per = {"warm": [], "fresh": []}
-    starts = {"warm": 0, "fresh": 0}
-    verdicts = {"warm": [], "fresh": []}
+    forked: list[str] = []
+    fork = template.Template._fork
+
+    def counted_fork(self, request, fds):
+        pid = fork(self, request, fds)
+        forked.append(request["role"])
+        return pid
+    template.Template._fork = counted_fork
+    pooled, with_template = local.torch_batch, warm.Pool.template
+    ways = ("warm", "pair", "fresh")
+    per = {w: [] for w in ways}
+    starts = {w: 0 for w in ways}
+    forks = {w: 0 for w in ways}
+    verdicts = {w: [] for w in ways}
     for r in range(args.repeats):
-        for way in (("warm", "fresh") if r % 2 == 0 else ("fresh", "warm")):
-            local.torch_batch = pooled if way == "warm" else nullcontext
+        for way in ways[r % 3:] + ways[:r % 3]:
+            local.torch_batch = nullcontext if way == "fresh" else pooled
+            warm.Pool.template = with_template if way == "warm" else \
+                (lambda self, env, python: None)
             roles.clear()
+            forked.clear()
             t0 = time.monotonic()
             outs = local.evaluate_many(batch)
             per[way].append((time.monotonic() - t0) / len(batch))
             starts[way] += len(roles)
+            forks[way] += len(forked)
             verdicts[way].append([o.status.value for o in outs])
             print(f"repeat {r + 1} {way:5s} {per[way][-1]:.2f} s per candidate, "
-                  f"{len(roles)} workers started", flush=True)
-    local.torch_batch = pooled
-    assert verdicts["warm"] == verdicts["fresh"], verdicts
+                  f"{len(roles)} workers started, {len(forked)} of them forked", flush=True)
+    local.torch_batch, warm.Pool.template = pooled, with_template
+    assert verdicts["warm"] == verdicts["pair"] == verdicts["fresh"], verdicts
+    median = {k: statistics.median(v) for k, v in per.items()}
     result = {"machine": cpu_model(), "task": args.task, "candidates": args.candidates,
-              "repeats": args.repeats,
-              "seconds_per_candidate": {k: statistics.median(v) for k, v in per.items()},
+              "repeats": args.repeats, "seconds_per_candidate": median,
               "all_seconds_per_candidate": per,
               "workers_started_per_batch": {k: v / args.repeats for k, v in starts.items()},
-              "ratio_warm_over_fresh": statistics.median(per["warm"]) /
-              statistics.median(per["fresh"])}
+              "workers_forked_per_batch": {k: v / args.repeats for k, v in forks.items()},
+              "ratio_warm_over_fresh": median["warm"] / median["fresh"],
+              "ratio_pair_over_fresh": median["pair"] / median["fresh"]}
     print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

@@ -18,19 +18,26 @@ and wrote nothing where a candidate tried to (marker files named perfgym-pwned).
 static rules let through is evaluated once for both modes: static_rules changes nothing else.
 """
 import builtins
+import os
 import re
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from perfgym import EvalConfig, Status, evaluate, get_task
+from perfgym.backends.torch import warm
 from perfgym.backends.torch.python_rules import audit_python
 from perfgym.sandbox import ROOT_WORK_DIR
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
 pytest.importorskip("triton", reason="the gpu extra is not installed: pip install 'perfgym[gpu]'")
 
+# PERFGYM_TEST_FORKED_WORKERS=1: every candidate in a batch of its own, so its worker and
+# its replayer are forked from the batch's template (backends/torch/template.py) where this
+# host forks workers; the expectations are the same
+FORKED = warm.batch if os.environ.get("PERFGYM_TEST_FORKED_WORKERS") == "1" else nullcontext
 GPU_DIR = Path(__file__).parent / "gpu"
 CANDIDATES = sorted(p for p in GPU_DIR.glob("*.py")
                     if not p.name.startswith("_"))  # _cuda_relu_valid: the slow nvcc test
@@ -160,7 +167,9 @@ def test_gpu_hostile(path, mode, request, leaves_nothing_behind):
         mode = "wall"
     key = (path, name, mode)
     if key not in _OUTCOMES:
-        _OUTCOMES[key] = evaluate(task, code, None, MODES[mode].replace(torch_timeout=timeout))
+        with FORKED():  # (inside a batch: the candidate's worker forked from its template)
+            _OUTCOMES[key] = evaluate(task, code, None,
+                                      MODES[mode].replace(torch_timeout=timeout))
     outcome = _OUTCOMES[key]
     assert outcome.status is expected, f"{outcome.status}: {outcome.message}\n{outcome.details}"
     assert fragment in outcome.message, outcome.message
