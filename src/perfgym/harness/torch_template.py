@@ -122,6 +122,10 @@ def become_worker(request, fds, status, shadowed, template_pid):
         tempfile.tempdir = None
         sys.path[0] = request["workdir"]  # where an exec'd worker's script directory is
         sys.path_importer_cache.clear()
+        sys.modules["__main__"] = torch_worker  # as in a worker started as a script
+        for module in (torch_worker, kernel_program, kernel_check):  # the worker's copies
+            module.__file__ = os.path.join(request["workdir"],
+                                           os.path.basename(module.__file__))
         sys.argv = ["torch_worker.py", request["role"], "3", "4",
                     json.dumps(request["options"])]
         os.write(status, b"ok")
