@@ -87,6 +87,7 @@ def main() -> None:
               "all_seconds_per_candidate": per,
               "workers_started_per_batch": {k: v / args.repeats for k, v in starts.items()},
               "workers_forked_per_batch": {k: v / args.repeats for k, v in forks.items()},
+              "verdicts": verdicts["warm"][0],
               "ratio_warm_over_fresh": median["warm"] / median["fresh"],
               "ratio_pair_over_fresh": median["pair"] / median["fresh"]}
     print(json.dumps(result, indent=1))

@@ -185,3 +185,15 @@ def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatc
     outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
     assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
     assert not forks  # every worker started the usual way
+
+
+def test_the_expert_and_its_kernel_evidence_pass_in_forked_workers(forks):
+    """A Triton answer's replayer (forked too) runs Triton's front end on each kernel from
+    the worker's own files: the expert is judged as it is in fresh workers."""
+    pytest.importorskip("triton", reason="the gpu extra is not installed: "
+                                         "pip install 'perfgym[gpu]'")
+    relu = get_task("relu")
+    config = QUICK.replace(require_custom_kernel=True)
+    forked = evaluate_many([Request(relu, relu.expert.read_text(), config=config)])[0]
+    assert forked.status is Status.OK, forked.message
+    assert {"candidate", "replayer"} <= {role for _, role in forks}
