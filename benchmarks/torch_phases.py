@@ -1,7 +1,7 @@
 """Where a PyTorch candidate's evaluation time goes: each phase of one KernelBench-format
 candidate on this CPU, measured, not estimated.
 
-    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--json OUT]
+    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--ways fresh,batch] [--json OUT]
 
 The candidate is the task's own solution (tasks/builtin_gpu/solutions), evaluated with the cache
 off and a fixed 10 timed rounds (as benchmarks/torch_isolation_cost.py), one at a time. Every
@@ -14,6 +14,11 @@ too, split into waiting for a worker (its own work: importing, calling) and movi
 and the timed rounds are split into the workers' own call times and the rest. On a CPU a
 candidate faster than the reference is timed in up to three sessions (protocol.CPU_REPLICATES),
 each with fresh workers: the phases add up over them.
+
+Two ways: `fresh`, each evaluation alone (every worker started for it), and `batch`, the
+evaluations inside one batch of the local executor (backends/torch/warm.py), after one
+evaluation that starts the batch's warm pair and template and is not counted: what a
+candidate costs within a batch (`seconds_per_candidate`).
 """
 from __future__ import annotations
 
@@ -97,6 +102,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="relu", help="a built-in PyTorch task")
     ap.add_argument("--repeats", type=int, default=3, help="evaluations (medians)")
+    ap.add_argument("--ways", default="fresh,batch", help="fresh, batch or both")
     ap.add_argument("--json", default=None, help="write the figures here too")
     args = ap.parse_args()
 
@@ -107,24 +113,38 @@ def main() -> None:
     code = task.expert.read_text()
     config = EvalConfig(use_cache=False, device="cpu", min_samples=SAMPLES,
                         max_samples=SAMPLES, max_time=60, median_precision=0.0)
-    runs, totals = [], []
-    for i in range(args.repeats):
-        seconds, total, o = breakdown(task, code, config)
-        if not o.ok:
-            sys.exit(f"the solution did not pass: {o.status.value} {o.message}")
-        runs.append(seconds)
-        totals.append(total)
-        print(f"evaluation {i + 1}: {total:.2f} s", file=sys.stderr)
-    labels = list(dict.fromkeys(k for r in runs for k in r))
-    med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in labels}
-    result = {"task": args.task, "total_s": statistics.median(totals), "phases_s": med,
-              "repeats": args.repeats, "timed_rounds": SAMPLES}
+    result = {"task": args.task, "repeats": args.repeats, "timed_rounds": SAMPLES}
+    for way in args.ways.split(","):
+        figures = measure(task, code, config, args.repeats, way)
+        result[way] = figures
+        print(f"{args.task} (PyTorch on the CPU), {way}: {figures['total_s']:.2f} s per "
+              f"evaluation, median of {args.repeats}")
+        for label, s in sorted(figures["phases_s"].items(), key=lambda kv: -kv[1]):
+            print(f"  {s:7.3f} s  {s / figures['total_s']:6.1%}  {label}")
+    if "batch" in result:
+        result["seconds_per_candidate"] = result["batch"]["total_s"]
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{args.task} (PyTorch on the CPU): {result['total_s']:.2f} s per evaluation, "
-          f"median of {args.repeats}")
-    for label, s in sorted(med.items(), key=lambda kv: -kv[1]):
-        print(f"  {s:7.3f} s  {s / result['total_s']:6.1%}  {label}")
+
+
+def measure(task, code, config, repeats: int, way: str) -> dict:
+    from contextlib import nullcontext
+
+    from perfgym.backends.torch import warm
+    runs, totals = [], []
+    with warm.batch() if way == "batch" else nullcontext():
+        if way == "batch":
+            breakdown(task, code, config)  # starts the pair and the template: not counted
+        for i in range(repeats):
+            seconds, total, o = breakdown(task, code, config)
+            if not o.ok:
+                sys.exit(f"the solution did not pass: {o.status.value} {o.message}")
+            runs.append(seconds)
+            totals.append(total)
+            print(f"{way} evaluation {i + 1}: {total:.2f} s", file=sys.stderr)
+    labels = list(dict.fromkeys(k for r in runs for k in r))
+    return {"total_s": statistics.median(totals),
+            "phases_s": {k: statistics.median(r.get(k, 0.0) for r in runs) for k in labels}}
 
 
 if __name__ == "__main__":
