@@ -101,10 +101,13 @@ def test_a_pair_still_busy_after_its_session_is_closed(tmp_path, starts):
                     "def get_inputs(): return [torch.randn(64)]\n"
                     "def get_init_inputs(): return []\n")
     task = load_torch_task(path)
-    same = reference_as_candidate(task.source)
-    # the deadline passes while the reference is inside a call: its reply is still to come
+    # an answer that returns at once: the session's time is the reference's calls, end to
+    # end, so the deadline passes while the reference is inside one and its reply is still to
+    # come, however fast the workers started
+    at_once = ("import torch.nn as nn\nclass ModelNew(nn.Module):\n"
+               "    def forward(self, x): return x\n")
     config = WALL.replace(torch_timeout=9.0)
-    outs = evaluate_many([Request(task, same, config=config)] * 2)
+    outs = evaluate_many([Request(task, at_once, config=config)] * 2)
     assert [o.status for o in outs] == [Status.TIMEOUT] * 2, [o.message for o in outs]
     assert starts.count("problem") == starts.count("reference") == 2
 
