@@ -119,6 +119,8 @@ class Template:
                 if not self._cond.wait(deadline - time.monotonic()):
                     break
             reply = self._replies.pop(n, None)
+        if reply is None:  # a late fork must not run beside the worker started instead
+            self._end()
         if reply is None or "pid" not in reply:
             why = reply["error"] if reply else "no answer"
             raise TemplateUnavailable(f"the torch template could not fork a worker: {why}")
@@ -186,11 +188,15 @@ class Template:
                                  stderr=output.text("err"), wall=wall, timed_out=timed_out,
                                  output_overflow=output.overflow, killed_by=killed_by)
 
-    def close(self) -> None:
+    def _end(self) -> None:
+        """The template and every worker it forked end (they die with it)."""
         with self._cond:
             self._dead = True
             self._cond.notify_all()
         sandbox.stop_template(self.proc)
+
+    def close(self) -> None:
+        self._end()
         try:
             self._sock.close()
         except OSError:

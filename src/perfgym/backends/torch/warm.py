@@ -100,7 +100,7 @@ class Pool:
             if key not in self._templates:
                 try:
                     self._templates[key] = Template(env, python)
-                except (TemplateUnavailable, OSError):
+                except (TemplateUnavailable, OSError, RuntimeError):
                     self._templates[key] = None
             template = self._templates[key]
         return template if template is not None and template.alive else None
