@@ -21,7 +21,9 @@ those steps twice in one run: as the learning experiment ran them (TRL's per-row
 micro-batches of 2, LoRA dropout 0.05, each answer timed alone), then as GRPO runs now (the
 shared-prefix update in micro-batches of one group, G 4, each group cut to its longest answer,
 no dropout, and group timing); `--json` writes both splits and `step_ratio` (after over
-before).
+before). With `--steps` 2 or more, each way's split over the steps after the first is given
+too, with `step_ratio_after_the_first`: a training run's steady step, without the first
+step's start-up (TRL's optimizer and data loader, the engine's first compile, baselines).
 """
 from __future__ import annotations
 
@@ -67,6 +69,13 @@ def main() -> None:
         results["step_ratio"] = (results["after"]["seconds_per_step"]
                                  / results["before"]["seconds_per_step"])
         print(f"step time after / before: {results['step_ratio']:.2f}")
+        if results["after"]["after_the_first_step"] and \
+                results["before"]["after_the_first_step"]:
+            results["step_ratio_after_the_first"] = (
+                results["after"]["after_the_first_step"]["seconds_per_step"]
+                / results["before"]["after_the_first_step"]["seconds_per_step"])
+            print(f"after the first step, after / before: "
+                  f"{results['step_ratio_after_the_first']:.2f}")
     else:
         for engine in (["transformers", "openvino"] if args.engine == "both"
                        else [args.engine]):
@@ -123,6 +132,16 @@ def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
 
     run.trainer._generate = timed("generate", run.trainer._generate)  # rollout or TRL's own
     run.reward.score = timed("evaluate", run.reward.score)
+    # (wall, generate, evaluate) at the end of each step: the steps after the first carry none
+    # of the first's start-up (TRL's optimizer and data loader, the engine's first compile,
+    # the baselines the outcome cache lacked)
+    ends: list[tuple[float, float, float]] = []
+    from transformers import TrainerCallback
+
+    class StepEnds(TrainerCallback):
+        def on_step_end(self, *_, **__):
+            ends.append((time.perf_counter(), spent["generate"], spent["evaluate"]))
+    run.trainer.add_callback(StepEnds())
     t0 = time.perf_counter()
     run.trainer.train()
     total = time.perf_counter() - t0
@@ -147,8 +166,17 @@ def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"  peak memory (max RSS of this process): {peak:.2f} GiB; model {args.model}")
     shutil.rmtree(out, ignore_errors=True)
+    later = None
+    if len(ends) >= 2:  # the steps after the first
+        (w0, g0, e0), (w1, g1, e1) = ends[0], ends[-1]
+        k = len(ends) - 1
+        later = {"steps": k, "seconds_per_step": (w1 - w0) / k,
+                 "split": {"generate": (g1 - g0) / k, "evaluate": (e1 - e0) / k,
+                           "update": ((w1 - w0) - (g1 - g0) - (e1 - e0)) / k}}
+        print(f"  the {k} steps after the first: {later['seconds_per_step']:.1f} s per step "
+              + ", ".join(f"{name} {v:.1f} s" for name, v in later["split"].items()))
     return {"settings": overrides or {}, "completions": n, "seconds": total,
-            "seconds_per_step": total / args.steps,
+            "seconds_per_step": total / args.steps, "after_the_first_step": later,
             "split": {"generate": spent["generate"], "evaluate": spent["evaluate"],
                       "update": update},
             "shares": {k: v / total for k, v in (("generate", spent["generate"]),
