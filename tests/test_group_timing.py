@@ -86,3 +86,18 @@ def test_a_search_with_group_timing_ranks_its_children_by_their_rounds(tmp_path)
     assert "group_timed" in fast.outcome["flags"] and fast.outcome["speedup_low"] > 1.0
     # rewarded after its rounds (a timing that other programs disturbed is refused: NaN)
     assert fast.reward == fast.outcome["gflops"] or fast.outcome["disturbed"]
+
+
+def test_an_answer_written_twice_is_timed_once_a_round_and_both_copies_are_paid_alike():
+    task = get_task("dgemm")
+    ikj = (VARIANTS_DIR / "dgemm__ikj_loop_order.c").read_text()
+    texts = [ikj, task.baseline.read_text().replace("for (int i", "for (int i", 1) + "\n", ikj]
+    alone = [evaluate(task, t, None, CONFIG) for t in texts]
+    assert all(o.ok for o in alone)
+    order = []
+    judged = retime_group(task, texts, alone, CONFIG, rounds=5, order=order)
+    assert order == ["baseline", "0", "1"] * 5  # the second copy of ikj is not run again
+    first, copy = judged[0], judged[2]
+    assert first is not copy and "group_timed" in copy.flags
+    assert copy.speedup == first.speedup and copy.speedup_low == first.speedup_low
+    assert first.speedup > 2

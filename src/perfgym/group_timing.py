@@ -12,11 +12,13 @@ distribution-free lower bound on that median (a sign test over the rounds, at 95
 Only C-family kernels are re-timed (a PyTorch candidate is already timed in paired calls
 against its reference), and only in groups of two or more correct answers: one alone is
 ranked against failures, whatever its time. A kernel that fails a later round is judged by
-that failure. The Outcomes are new: nothing of a group's timing goes to the outcome cache,
+that failure. An answer written twice in a group is timed once a round, and both copies are
+judged by those rounds (so they are paid alike). The Outcomes are new: nothing of a group's timing goes to the outcome cache,
 whose entries are one kernel's timing alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from typing import Sequence
@@ -60,7 +62,13 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
     size = dict(size or task.default_size)
     # each round times every member once: the round's share of the usual timing budget
     cfg = config.replace(use_cache=False, max_time=max(config.max_time / rounds, 0.05))
-    sources = [("baseline", task.baseline.read_text())] + [(i, texts[i]) for i in members]
+    # an answer written twice in a group (22% of the group-timed answers of a learning run)
+    # is one kernel: built and timed once a round, and the same rounds judge every copy
+    first_of: dict[int, int] = {}
+    for i in members:
+        first_of[i] = next(j for j in members if texts[j] == texts[i])
+    sources = [("baseline", task.baseline.read_text())] + \
+        [(i, texts[i]) for i in members if first_of[i] == i]
     prepared = {label: prepare(task, text, size, cfg) for label, text in sources}
     times: dict = {label: [] for label, _ in sources}
     last: dict = {}
@@ -87,22 +95,23 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
     base = times["baseline"]
     result = list(outcomes)
     for i in members:
-        if i in failed:  # a correct answer that failed a later round is judged by it
-            result[i] = failed[i]
+        j = first_of[i]  # the copy that was timed
+        if j in failed:  # a correct answer that failed a later round is judged by it
+            result[i] = dataclasses.replace(failed[j])
             continue
-        if isinstance(prepared[i], Outcome) or i not in last:
+        if isinstance(prepared[j], Outcome) or j not in last:
             continue  # (cannot happen for an answer that was judged OK alone)
         if not base or "baseline" in failed:
             continue  # no baseline to pair with: the answer keeps its own timing
-        ratios = sorted(b / t for b, t in zip(base, times[i]) if t > 0)
+        ratios = sorted(b / t for b, t in zip(base, times[j]) if t > 0)
         k = sign_test_rank(len(ratios), ALPHA)
-        o = last[i]
-        median_time = statistics.median(times[i])
+        o = dataclasses.replace(last[j])  # each answer its own Outcome
+        median_time = statistics.median(times[j])
         flops = task.flop_count(size)
         o.gflops = flops / median_time / 1e9 if flops else o.gflops
         o.speedup = statistics.median(ratios)
         o.speedup_low = ratios[k - 1] if k > 0 else 0.0
-        if is_baseline_copy(task, prepared[i].code):
+        if is_baseline_copy(task, prepared[j].code):
             o.speedup, o.flags = 1.0, [*o.flags, BASELINE_COPY]
         o.flags = [*o.flags, "group_timed"]
         o.message = ok_message(o) + (f"; timed in {len(ratios)} rounds with its group"
