@@ -21,7 +21,7 @@ those steps twice in one run: as the learning experiment ran them (TRL's per-row
 micro-batches of 2, LoRA dropout 0.05, each answer timed alone), then as GRPO runs now (the
 shared-prefix update in micro-batches of one group, G 4, each group cut to its longest answer,
 no dropout, and group timing); `--json` writes both splits and `step_ratio` (after over
-before). With `--steps` 2 or more, each way's split over the steps after the first is given
+before). Each way starts from an empty outcome cache. With `--steps` 2 or more, each way's split over the steps after the first is given
 too, with `step_ratio_after_the_first`: a training run's steady step, without the first
 step's start-up (TRL's optimizer and data loader, the engine's first compile, baselines).
 """
@@ -118,6 +118,11 @@ def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
                                      # as `perfgym train grpo` does for the default model
                                      answer_start=args.model == "default" and
                                      args.mode == "fixed")
+    # each way starts from an empty outcome cache, as a training run does: answers the first
+    # way judged (the same seed writes the same ones) are not free for the second
+    from perfgym import evaluate
+    from perfgym.cache import OutcomeCache
+    evaluate._cache = OutcomeCache(path=out / "outcomes.sqlite")
     run = grpo.build(settings)
     spent = {"generate": 0.0, "evaluate": 0.0}
 
