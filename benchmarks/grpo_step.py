@@ -120,9 +120,11 @@ def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
                                      args.mode == "fixed")
     # each way starts from an empty outcome cache, as a training run does: answers the first
     # way judged (the same seed writes the same ones) are not free for the second
-    from perfgym import evaluate
+    import importlib
+
     from perfgym.cache import OutcomeCache
-    evaluate._cache = OutcomeCache(path=out / "outcomes.sqlite")
+    # (the module: the package's `evaluate` is the function)
+    importlib.import_module("perfgym.evaluate")._cache = OutcomeCache(out / "outcomes.sqlite")
     run = grpo.build(settings)
     spent = {"generate": 0.0, "evaluate": 0.0}
 
