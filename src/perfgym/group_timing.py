@@ -13,8 +13,8 @@ Only C-family kernels are re-timed (a PyTorch candidate is already timed in pair
 against its reference), and only in groups of two or more correct answers: one alone is
 ranked against failures, whatever its time. A kernel that fails a later round is judged by
 that failure. An answer written twice in a group is timed once a round, and both copies are
-judged by those rounds (so they are paid alike). The Outcomes are new: nothing of a group's timing goes to the outcome cache,
-whose entries are one kernel's timing alone.
+judged by those rounds (so they are paid alike). The Outcomes are new: nothing of a group's
+timing goes to the outcome cache, whose entries are one kernel's timing alone.
 """
 from __future__ import annotations
 
@@ -64,9 +64,8 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
     cfg = config.replace(use_cache=False, max_time=max(config.max_time / rounds, 0.05))
     # an answer written twice in a group (22% of the group-timed answers of a learning run)
     # is one kernel: built and timed once a round, and the same rounds judge every copy
-    first_of: dict[int, int] = {}
-    for i in members:
-        first_of[i] = next(j for j in members if texts[j] == texts[i])
+    first_with: dict[str, int] = {}
+    first_of = {i: first_with.setdefault(texts[i], i) for i in members}
     sources = [("baseline", task.baseline.read_text())] + \
         [(i, texts[i]) for i in members if first_of[i] == i]
     prepared = {label: prepare(task, text, size, cfg) for label, text in sources}

@@ -362,9 +362,7 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
     `on_marker(line)` as each marker line arrives, from the thread that times them (it must
     return at once)."""
     iso = isolation()
-    clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
-                 "LC_ALL": "C", "TMPDIR": str(workdir)}
-    clean_env.update(env or {})
+    clean_env = scrubbed_env(workdir, env)
     if iso.own_uid:
         with UidSlot() as uid:
             hand_over(workdir, uid)
@@ -375,12 +373,7 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
             namespaces = (["--net"] if iso.no_network else []) + (
                 ["--mount", "--propagation", "private"] if iso.private_tmp else [])
             if iso.private_tmp:
-                binds = []
-                for host_dir in expose:
-                    target = expose_path(host_dir)
-                    target.mkdir(parents=True, exist_ok=True)
-                    binds.append((Path(host_dir).resolve(), target))
-                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", str(fstab_for(tuple(binds)))] + \
+                wrapped = ["sh", "-c", _SHADOW_SCRIPT, "sh", str(_sandbox_fstab(expose))] + \
                     wrapped
             if namespaces:
                 wrapped = ["unshare", *namespaces, "--"] + wrapped
@@ -389,6 +382,23 @@ def run(argv: list[str], workdir: Path, limits: Limits = Limits(),
     dies = ["setpriv", *_PDEATHSIG, "--"] if iso.dies_with_driver else []
     return _supervise(dies + _prlimit_args(limits) + argv, workdir, limits, clean_env, None,
                       pass_fds, on_start, on_marker)
+
+
+def scrubbed_env(workdir: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed command: a fixed PATH and locale, its work
+    directory as HOME and TMPDIR, and `env`."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
+            "LC_ALL": "C", "TMPDIR": str(workdir), **(env or {})}
+
+
+def _sandbox_fstab(expose) -> Path:
+    """The fstab of a sandbox that sees each of `expose` read-only at `expose_path()`."""
+    binds = []
+    for host_dir in expose:
+        target = expose_path(host_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        binds.append((Path(host_dir).resolve(), target))
+    return fstab_for(tuple(binds))
 
 
 def can_fork_workers() -> bool:
@@ -408,17 +418,10 @@ def start_template(argv: list[str], workdir: Path, env: dict[str, str],
     if not can_fork_workers():
         raise RuntimeError("this host cannot give forked workers their own uid, network "
                            "and /tmp")
-    binds = []
-    for host_dir in expose:
-        target = expose_path(host_dir)
-        target.mkdir(parents=True, exist_ok=True)
-        binds.append((Path(host_dir).resolve(), target))
     wrapped = ["unshare", "--net", "--mount", "--propagation", "private", "--",
-               "sh", "-c", _SHADOW_SCRIPT, "sh", str(fstab_for(tuple(binds))),
+               "sh", "-c", _SHADOW_SCRIPT, "sh", str(_sandbox_fstab(expose)),
                "setpriv", *_PDEATHSIG, "--"]
-    clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C",
-                 "LC_ALL": "C", "TMPDIR": str(workdir), **env}
-    proc = subprocess.Popen(wrapped + argv, cwd=workdir, env=clean_env,
+    proc = subprocess.Popen(wrapped + argv, cwd=workdir, env=scrubbed_env(workdir, env),
                             stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
                             start_new_session=True, close_fds=True, pass_fds=pass_fds)
     with _running_lock:

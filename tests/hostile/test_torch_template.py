@@ -7,11 +7,12 @@ import pytest
 
 from perfgym import EvalConfig, Status, get_task, sandbox
 from perfgym.backends.torch import template as template_module
+from perfgym.backends.torch import warm
 from perfgym.executors.local import Request, evaluate_many
 from perfgym.tasks.selfcheck import reference_as_candidate
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
-pytestmark = pytest.mark.skipif(
+needs_fork = pytest.mark.skipif(
     not sandbox.can_fork_workers(),
     reason="workers are forked from a template only where perfgym runs as root with every "
            "isolation layer (own uid, network and /tmp, death with the driver)")
@@ -142,6 +143,7 @@ def statuses(outs):
     return [o.status for o in outs]
 
 
+@needs_fork
 def test_nothing_a_candidate_leaves_reaches_the_next(forks, sandbox_use):
     relu = get_task("relu")
     outs = evaluate_many([Request(relu, t, config=WALL) for t in (LEAVER, CHECKER, SELF_CHECK)])
@@ -153,6 +155,7 @@ def test_nothing_a_candidate_leaves_reaches_the_next(forks, sandbox_use):
     assert not sandbox_use.processes_left()
 
 
+@needs_fork
 def test_a_candidate_cannot_reach_the_template_or_keep_a_privilege(forks, sandbox_use):
     relu = get_task("relu")
     same = reference_as_candidate(relu.source)
@@ -163,6 +166,7 @@ def test_a_candidate_cannot_reach_the_template_or_keep_a_privilege(forks, sandbo
     assert not sandbox_use.processes_left()
 
 
+@needs_fork
 def test_a_forked_worker_keeps_the_output_cap_and_the_deadline(forks, sandbox_use):
     relu = get_task("relu")
     same = reference_as_candidate(relu.source)
@@ -174,6 +178,7 @@ def test_a_forked_worker_keeps_the_output_cap_and_the_deadline(forks, sandbox_us
     assert not sandbox_use.processes_left()
 
 
+@needs_fork
 def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatch, forks):
     def refuse(self, request, fds):
         raise template_module.TemplateUnavailable("refused by the test")
@@ -187,6 +192,7 @@ def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatc
     assert not forks  # every worker started the usual way
 
 
+@needs_fork
 def test_the_expert_and_its_kernel_evidence_pass_in_forked_workers(forks):
     """A Triton answer's replayer (forked too) runs Triton's front end on each kernel from
     the worker's own files: the expert is judged as it is in fresh workers."""
@@ -197,3 +203,19 @@ def test_the_expert_and_its_kernel_evidence_pass_in_forked_workers(forks):
     forked = evaluate_many([Request(relu, relu.expert.read_text(), config=config)])[0]
     assert forked.status is Status.OK, forked.message
     assert {"candidate", "replayer"} <= {role for _, role in forks}
+
+
+def test_where_workers_cannot_be_forked_no_template_starts_and_workers_start_as_before(
+        monkeypatch, forks):
+    """A host without every isolation layer (not root, or no namespaces) never forks: the
+    pool gives no template, and a batch's verdicts come from workers started the usual way."""
+    monkeypatch.setattr(sandbox, "can_fork_workers", lambda: False)
+    with warm.batch() as pool:
+        assert pool.template({"OMP_NUM_THREADS": "1"}, None) is None
+    relu = get_task("relu")
+    same = reference_as_candidate(relu.source)
+    wrong = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n"
+             "    def forward(self, x): return torch.relu(x) + 1.0\n")
+    outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
+    assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
+    assert not forks

@@ -37,8 +37,7 @@ import threading
 
 import torch
 
-import kernel_check  # noqa: F401
-import kernel_program  # noqa: F401
+import kernel_program  # noqa: F401  (the replayer's; kernel_check.py runs as a process)
 import torch_worker
 
 CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
@@ -124,7 +123,7 @@ def become_worker(request, fds, status, shadowed, template_pid):
         sys.path[0] = request["workdir"]  # where an exec'd worker's script directory is
         sys.path_importer_cache.clear()
         sys.modules["__main__"] = torch_worker  # as in a worker started as a script
-        for module in (torch_worker, kernel_program, kernel_check):  # the worker's copies
+        for module in (torch_worker, kernel_program):  # the worker's copies
             module.__file__ = os.path.join(request["workdir"],
                                            os.path.basename(module.__file__))
         sys.argv = ["torch_worker.py", request["role"], "3", "4",

@@ -33,7 +33,7 @@ from ...sandbox_python import SandboxPython
 
 STARTUP_SECONDS = 120.0  # a cold torch import on a busy machine
 SPAWN_SECONDS = 10.0
-SCRIPTS = ("torch_template.py", "torch_worker.py", "kernel_program.py", "kernel_check.py")
+SCRIPTS = ("torch_template.py", "torch_worker.py", "kernel_program.py")
 
 
 class TemplateUnavailable(Exception):
@@ -62,7 +62,6 @@ class Template:
         self._exits: dict[int, int] = {}
         self._dead = False
         self._ids = itertools.count()
-        self.forked = 0  # workers forked (tests and benchmarks read it)
         parent.settimeout(STARTUP_SECONDS)
         try:
             hello = parent.recv(1 << 16)
@@ -124,7 +123,6 @@ class Template:
         if reply is None or "pid" not in reply:
             why = reply["error"] if reply else "no answer"
             raise TemplateUnavailable(f"the torch template could not fork a worker: {why}")
-        self.forked += 1
         return reply["pid"]
 
     def _wait_exit(self, pid: int, seconds: float) -> int | None:
@@ -148,8 +146,7 @@ class Template:
             try:
                 pid = self._fork({
                     "uid": uid, "workdir": str(workdir), "role": role, "options": options,
-                    "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir),
-                            "LANG": "C", "LC_ALL": "C", "TMPDIR": str(workdir), **env},
+                    "env": sandbox.scrubbed_env(workdir, env),
                     "limits": {"cpu_seconds": limits.cpu_seconds,
                                "address_space": limits.address_space,
                                "file_size": limits.file_size,
