@@ -4,6 +4,8 @@
     python benchmarks/default_yield.py --grid [--samples 8]      (the sampler grid)
     python benchmarks/default_yield.py --model coder [--samples 8] --json OUT
                                        (a named model's one-shot yield, at its own sampler)
+    python benchmarks/default_yield.py --model coder --templates DIR --json OUT
+                                       (the same with other prompt templates: a prompt A/B)
 
 For each built-in task, `--samples` answers from the default model (SmolLM2-135M-Instruct on
 the fast engine) to the prompt a search sends first: improve the task's naive kernel, shown
@@ -75,16 +77,18 @@ def beats_naive(o) -> bool:
     return o.speedup_low > 1.0 if o.speedup_low is not None else o.speedup >= FASTER
 
 
-def prompts(tasks) -> dict[str, str]:
+def prompts(tasks, templates: Path | None = None) -> dict[str, str]:
     """The prompt a search sends first for each task: improve its naive kernel, with the
-    naive kernel's measured outcome as feedback."""
+    naive kernel's measured outcome as feedback (from `templates`, a directory of prompt
+    templates, where given: an A/B of a prompt change)."""
     from perfgym.backends import backend_for
     from perfgym.config import EvalConfig
     from perfgym.executors import Request, evaluate_many
     from perfgym.prompts import expand_prompt
     seeds = {t.name: backend_for(t).baseline_candidate(t, EvalConfig())[0] for t in tasks}
     outcomes = evaluate_many([Request(t, seeds[t.name], None, EvalConfig()) for t in tasks])
-    return {t.name: expand_prompt(t, "improve", seeds[t.name], o.to_dict())
+    return {t.name: expand_prompt(t, "improve", seeds[t.name], o.to_dict(),
+                                   override_dir=templates)
             for t, o in zip(tasks, outcomes)}
 
 
@@ -172,6 +176,9 @@ def main() -> None:
                     "grammar setting (constrained decoding is several times slower here)")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--model", default=None, help="a named model (e.g. coder): its row only")
+    ap.add_argument("--templates", default=None, help="a directory of prompt templates to use "
+                    "instead of perfgym's (an A/B of a prompt change, e.g. "
+                    "benchmarks/prompt_variants/example)")
     args = ap.parse_args()
     from perfgym.policies.openvino import OpenVINOPolicy
     from perfgym.tasks import builtin_names, get_task
@@ -189,7 +196,7 @@ def main() -> None:
         configs = {k: v for k, v in configs.items() if k in args.only.split(",")}
     started = time.monotonic()
     policy = OpenVINOPolicy(model_path=args.model)
-    texts = prompts(tasks)
+    texts = prompts(tasks, Path(args.templates) if args.templates else None)
     results = {}
     for name, (opened, sampling) in configs.items():
         print(f"[{time.monotonic() - started:6.0f}s] {name}",
@@ -205,7 +212,7 @@ def main() -> None:
                                            results[k]["mean"]["correct"]))
         print(f"best sampler: {best}")
     from perfgym.machine import machine_info
-    out = {"kind": "grid" if args.grid else "yield", "tasks": names,
+    out = {"kind": "grid" if args.grid else "yield", "tasks": names, "templates": args.templates,
            "machine": machine_info().get("fingerprint", {}).get("cpu"),
            "wall_seconds": round(time.monotonic() - started), "settings": results}
     if args.model:  # one row per model: the file's other settings are kept
