@@ -3,6 +3,9 @@ that leaves a thread, a patched module, a file, an environment variable, a cache
 process behind reaches no later candidate, a candidate cannot reach the template or keep any
 privilege of it, a forked worker keeps every limit, and a template that cannot fork leaves the
 verdicts as they were."""
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from perfgym import EvalConfig, Status, get_task, sandbox
@@ -219,3 +222,104 @@ def test_where_workers_cannot_be_forked_no_template_starts_and_workers_start_as_
     outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
     assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
     assert not forks
+
+
+# ---- kernel checks forked from a "checks" template (Triton's front end imported once) ----
+
+ESCAPE = (Path(__file__).parent / "gpu" / "kernel_escape_import.py").read_text()
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """The verdict of every kernel check the parent asked a "checks" template for."""
+    seen: list[dict] = []
+    check = template_module.Template.check_kernel
+
+    def recorded(self, kernels, request, env):
+        verdict = check(self, kernels, request, env)
+        seen.append(verdict)
+        return verdict
+    monkeypatch.setattr(template_module.Template, "check_kernel", recorded)
+    return seen
+
+
+def needs_triton():
+    pytest.importorskip("triton", reason="the gpu extra is not installed: "
+                                         "pip install 'perfgym[gpu]'")
+
+
+@needs_fork
+def test_forked_kernel_checks_pass_the_expert_and_refuse_a_kernel_that_escapes(checks, forks):
+    """The escape reaches NumPy from a kernel body through __import__, which the interpreter
+    would run; the forked checker's front end refuses it as a fresh checker process does."""
+    needs_triton()
+    relu = get_task("relu")
+    config = QUICK.replace(require_custom_kernel=True)
+    outs = evaluate_many([Request(relu, relu.expert.read_text(), config=config),
+                          Request(relu, ESCAPE, config=config.replace(
+                              extra={"static_rules": False}))])
+    assert outs[0].status is Status.OK, outs[0].message
+    assert outs[1].status is Status.LIBRARY_VIOLATION and "Triton language" in outs[1].message, \
+        outs[1].message
+    assert {"ok": True} in checks and any("refused" in v for v in checks), checks
+    assert "check" in {role for _, role in forks}
+
+
+@needs_fork
+def test_where_the_checker_gives_no_verdict_the_replayer_checks_alone(monkeypatch, forks):
+    needs_triton()
+    monkeypatch.setattr(template_module.Template, "check_kernel",
+                        lambda self, kernels, request, env: {"self": "refused by the test"})
+    relu = get_task("relu")
+    config = QUICK.replace(require_custom_kernel=True)
+    outs = evaluate_many([Request(relu, relu.expert.read_text(), config=config),
+                          Request(relu, ESCAPE, config=config.replace(
+                              extra={"static_rules": False}))])
+    assert statuses(outs) == [Status.OK, Status.LIBRARY_VIOLATION], [o.message for o in outs]
+    assert "Triton language" in outs[1].message
+
+
+@needs_fork
+def test_a_checker_fails_closed(sandbox_use):
+    """A check that cannot run (a request without a signature, kernels that end the checker
+    with status 0 as they import) is never a pass."""
+    needs_triton()
+    from perfgym.backends.torch.kernel_source import kernel_module
+    from perfgym.backends.torch.protocol import worker_env
+    from perfgym.sandbox_python import sandbox_python
+    relu = get_task("relu")
+    kernels = kernel_module(relu.expert.read_text())
+    py = sandbox_python()
+    env = {**worker_env(QUICK, Path("/"), "cpu", py), "TRITON_INTERPRET": "0"}
+    signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    good = {"name": "relu_kernel", "signature": signature, "constexprs": {"BLOCK": 1024}}
+    escape = kernel_module(ESCAPE)
+    with warm.batch() as pool:
+        checker = pool.template(env, py, kind="checks")
+        assert checker is not None
+        for kernels_given, request in ((kernels, {"name": "relu_kernel"}),
+                                       ("raise SystemExit(0)\n", good)):
+            verdict = checker.check_kernel(kernels_given, request, env)
+            assert "ok" not in verdict and verdict, verdict
+        assert checker.check_kernel(kernels, good, env) == {"ok": True}
+        refused = checker.check_kernel(escape, {**good, "name": "relu_kernel"}, env)
+        assert "refused" in refused, refused
+    assert not sandbox_use.processes_left()
+
+
+def test_the_parent_checks_only_a_kernel_of_the_source_it_read():
+    """The replayer names a kernel and its argument types; the source is the parent's own, and
+    a request it cannot read ends the session as a dead worker's would."""
+    from perfgym.backends.torch.channel import WorkerDied
+    from perfgym.backends.torch.session import Session
+    asked = []
+    parent = SimpleNamespace(check_kernel=lambda request: asked.append(request) or {"ok": True})
+    request = {"name": "k", "signature": {"x": "*fp32"}, "constexprs": {},
+               "kernels": "import os", "source": "import os"}
+    assert Session._check(parent, request) == {"ok": True}
+    assert asked == [{"name": "k", "signature": {"x": "*fp32"}, "constexprs": {}}]
+    for forged in ([1], {"name": 1, "signature": {}, "constexprs": {}}, {"name": "k"}):
+        with pytest.raises(WorkerDied):
+            Session._check(parent, forged)
+    assert Session._check(SimpleNamespace(check_kernel=None), request) == \
+        {"self": "no checker here"}

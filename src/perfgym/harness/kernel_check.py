@@ -7,6 +7,10 @@ argument signature. Lowering to Triton IR accepts Triton language only, so a ker
 reaches into Python (which the interpreter, without a GPU, would run) is refused. A process of
 its own because the replayer imported Triton to interpret, and the front end needs Triton's
 library as JIT functions; it imports no torch, so it starts in a fraction of a second.
+
+Within a batch on a root host, the parent instead forks each check from a template that has
+imported Triton's front end once (torch_template.py, `checks`): `preload()` there, and
+`check_here()` in the forked checker, whose work directory holds the request and the kernels.
 """
 import sys
 
@@ -41,6 +45,21 @@ def front_end_check(path, request):
         print(" ".join(reason.split()) or type(exc).__name__)
         return 1
     return 0
+
+
+def preload():
+    """What every check imports and builds, done once in the checks' template."""
+    from triton._C.libtriton import ir  # noqa: F401
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource  # noqa: F401
+    from triton.compiler.compiler import make_backend
+    make_backend(GPUTarget("cuda", 80, 32))
+
+
+def check_here():
+    """A checker forked from the template: the request and the kernels it was handed."""
+    with open("request.json") as f:
+        return front_end_check("perfgym_kernels.py", f.read())
 
 
 if __name__ == "__main__":

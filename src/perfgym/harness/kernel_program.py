@@ -212,8 +212,9 @@ class Kernels:
     """The candidate's kernels rebuilt from the source the parent extracted, each checked by
     Triton's front end before its first launch with each argument signature."""
 
-    def __init__(self, source, workdir="."):
+    def __init__(self, source, workdir=".", ask=None):
         import importlib.util
+        self.ask = ask  # where the parent runs the checks: request -> verdict
         self.path = f"{workdir}/perfgym_kernels.py"
         with open(self.path, "w") as f:
             f.write(source)
@@ -233,7 +234,8 @@ class Kernels:
         """Triton's front end lowers the kernel for these argument types: Triton language
         only (an escape into Python is an unsupported call there). It runs in a process of its
         own, because without a GPU this one imported Triton to interpret, and the front end
-        needs Triton's library as JIT functions."""
+        needs Triton's library as JIT functions: forked by the parent from a template that has
+        imported the front end, where it has one (`ask`), else started here."""
         import json
         import os
         import subprocess
@@ -263,6 +265,15 @@ class Kernels:
                              sort_keys=True)
         if request in self.checked:
             return
+        if self.ask is not None:  # forked by the parent from a template (torch_template.py)
+            verdict = self.ask(json.loads(request))
+            if "refused" in verdict:
+                raise Refused(f"kernel {name} is not Triton language (Triton's front end "
+                              f"refuses it: {str(verdict['refused'])[:300]})")
+            if verdict.get("ok") is True:
+                self.checked.add(request)
+                return
+            # {"self": why}: the parent could not check it; a process of this one's does
         env = dict(os.environ, TRITON_INTERPRET="0")
         checker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_check.py")
         done = subprocess.run([sys.executable, checker, self.path], input=request,

@@ -1,6 +1,10 @@
 """perfgym's template for PyTorch workers: torch imported once, each worker forked from here.
 
-    python torch_template.py SOCKET_FD SHADOWED_DIRS_JSON
+    python torch_template.py SOCKET_FD SHADOWED_DIRS_JSON [workers|checks]
+
+`workers` (the default) forks torch workers (torch_worker.py). `checks` imports no torch but
+Triton's front end, in Triton's compiling mode (TRITON_INTERPRET=0 in its environment, where
+the workers on a CPU interpret), and forks one checker per kernel check (kernel_check.py).
 
 The parent starts this in a sandbox's namespaces (no network, world-writable directories
 shadowed, the Python installation bound in), as root, and it runs only perfgym's code: it never
@@ -14,7 +18,8 @@ stdout and stderr) it forks a child that, before it runs any worker code:
   * gives up root for good: no new privileges, an empty capability bounding set, no
     supplementary groups, then the request's uid and gid, then no capabilities at all, and a
     SIGKILL when this template dies;
-  * takes the request's environment and working directory, and runs torch_worker.main().
+  * takes the request's environment and working directory, and runs torch_worker.main()
+    (a checker: kernel_check.check_here(), its exit status the verdict).
 Every child is a copy of this process as it was before any worker ran, so a thread, a patched
 module or a memo one worker leaves exists in its own memory only. The parent holds the child's
 uid and kills what runs under it when the worker ends.
@@ -35,10 +40,15 @@ import sys
 import tempfile
 import threading
 
-import torch
-
-import kernel_program  # noqa: F401  (the replayer's; kernel_check.py runs as a process)
-import torch_worker
+KIND = sys.argv[3] if len(sys.argv) > 3 else "workers"
+if KIND == "checks":
+    import kernel_check
+    kernel_check.preload()
+    torch_worker = kernel_program = None
+else:
+    import torch  # noqa: F401
+    import kernel_program  # the replayer's
+    import torch_worker
 
 CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
 MS_REC, MS_PRIVATE = 1 << 14, 1 << 18
@@ -49,7 +59,6 @@ LIMITS = {"cpu_seconds": resource.RLIMIT_CPU, "address_space": resource.RLIMIT_A
           "processes": resource.RLIMIT_NPROC, "stack": resource.RLIMIT_STACK}
 FDS = 4  # command pipe, reply pipe, stdout, stderr
 libc = ctypes.CDLL(None, use_errno=True)
-TORCH = torch.__version__  # imported here once: the import every forked worker skips
 
 
 def check(result, what):
@@ -122,12 +131,13 @@ def become_worker(request, fds, status, shadowed, template_pid):
         tempfile.tempdir = None
         sys.path[0] = request["workdir"]  # where an exec'd worker's script directory is
         sys.path_importer_cache.clear()
-        sys.modules["__main__"] = torch_worker  # as in a worker started as a script
-        for module in (torch_worker, kernel_program):  # the worker's copies
-            module.__file__ = os.path.join(request["workdir"],
-                                           os.path.basename(module.__file__))
-        sys.argv = ["torch_worker.py", request["role"], "3", "4",
-                    json.dumps(request["options"])]
+        if KIND == "workers":
+            sys.modules["__main__"] = torch_worker  # as in a worker started as a script
+            for module in (torch_worker, kernel_program):  # the worker's copies
+                module.__file__ = os.path.join(request["workdir"],
+                                               os.path.basename(module.__file__))
+            sys.argv = ["torch_worker.py", request["role"], "3", "4",
+                        json.dumps(request["options"])]
         os.write(status, b"ok")
         os.close(status)
     except BaseException as exc:
@@ -135,12 +145,22 @@ def become_worker(request, fds, status, shadowed, template_pid):
             os.write(status, f"{type(exc).__name__}: {exc}".encode()[:4000])
         finally:
             os._exit(112)
+    code = 0
     try:
-        torch_worker.main()
+        if KIND == "checks":
+            code = 3  # a checker that raised never passes a kernel (1 is a refusal)
+            code = kernel_check.check_here()
+        else:
+            torch_worker.main()
+    except BaseException:
+        if KIND == "checks":
+            import traceback
+            traceback.print_exc()
+        raise
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(code)
 
 
 def fork_worker(request, fds, shadowed):

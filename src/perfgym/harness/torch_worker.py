@@ -248,7 +248,13 @@ def main():
             elif op == "trace" and role == "candidate":
                 send_trace(reply_fd, models[header["slot"]], header)
             elif op == "replay" and role == "replayer":
-                send_replay(reply_fd, header, tensors, kernels, device)
+                ask = None
+                if options.get("checks_by_parent"):  # the parent forks each kernel check
+                    def ask(request):
+                        send(reply_fd, {"check": request})
+                        answer, _ = receive(cmd_fd)
+                        return answer
+                send_replay(reply_fd, header, tensors, kernels, device, ask)
             else:
                 raise ValueError(f"unknown command {op!r}")
         except BaseException as exc:  # reported, and the parent decides what it means
@@ -286,16 +292,16 @@ def send_trace(reply_fd, model, header):
     send(reply_fd, {"program": program}, constants)
 
 
-def send_replay(reply_fd, header, tensors, kernels, device):
+def send_replay(reply_fd, header, tensors, kernels, device, ask=None):
     """A candidate's program run on real inputs, with its kernels rebuilt from the source the
-    parent read (kernel_program.py says what is checked)."""
+    parent read (kernel_program.py says what is checked; `ask` sends a check to the parent)."""
     import kernel_program
     source = header["kernels"]
     n = header["constants"]
     constants, inputs = tensors[:n], tensors[n:]
     try:
         if source not in kernels:
-            kernels[source] = kernel_program.Kernels(source)
+            kernels[source] = kernel_program.Kernels(source, ask=ask)
         args = decode(header["args"], inputs)
         inputs = [a.to(device) for a in args if isinstance(a, torch.Tensor)]
         with torch.no_grad():

@@ -198,6 +198,12 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
         return Worker(role, workdir, files, {"device": device, **options}, lim, py, env,
                       deadline, template=template)
 
+    # the replayer's kernel checks: forked by the parent from the batch's "checks" template,
+    # which has imported Triton's front end (template.py); elsewhere each check is a process
+    # the replayer starts
+    check_env = {**worker_env(config, Path("/"), device, py), "TRITON_INTERPRET": "0"}
+    checks = warm.template(check_env, py, kind="checks") if warm and check_kernels else None
+
     problem_file = {"problem.py": task.source}
     problem = cand = ref = replayer = None
     shrunk: dict = {}
@@ -226,7 +232,11 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
             if check_kernels:  # before timing: a decoy is not worth timing
                 # started only now: most answers (and attacks) end in the trials, and a fourth
                 # torch import beside them costs a 2-core machine about a second each
-                replayer = session.replayer = start("replayer", dirs[3], {}, {})
+                replayer = session.replayer = start(
+                    "replayer", dirs[3], {}, {"checks_by_parent": checks is not None})
+                if checks is not None:
+                    session.check_kernel = lambda request: checks.check_kernel(
+                        kernels, request, check_env)
                 _replayer_ready(replayer)
                 session.kernel_program(kernels)
         with LANE.exclusive():

@@ -98,6 +98,8 @@ class Session:
             self.seed = secret_seed
         self.judges: list[Judge] = []
         self.program: tuple[dict, list[Tensor], str] | None = None  # traced, with its kernels
+        # where the parent checks the replayer's kernels (protocol.py): request -> verdict
+        self.check_kernel = None
 
     # ---- talking to the two workers ----
     def _ref(self, header: dict, tensors: list[Tensor] = (),
@@ -259,6 +261,8 @@ class Session:
                 {"op": "replay", "program": program, "kernels": kernels, "args": args,
                  "constants": len(constants), "repeat": repeat, "send_outputs": send_outputs},
                 [*constants, *tensors])
+            while "check" in reply:  # a kernel to be checked before its first launch
+                reply = self.replayer.request({"op": "checked", **self._check(reply["check"])})
             if "refused" in reply:
                 raise Verdict("LIBRARY_VIOLATION", f"decoy: {str(reply['refused'])[:400]}")
             if "error" in reply:
@@ -272,6 +276,18 @@ class Session:
                 from None
         seconds = [float(x) for x in reply.get("seconds", []) if isinstance(x, (int, float))]
         return outs, seconds
+
+    def _check(self, request) -> dict:
+        """The verdict on one of the replayer's kernel checks: Triton's front end on a kernel
+        of the source the parent read (never one the replayer sends), or {"self": why} where
+        the replayer is to check it in a process of its own."""
+        if self.check_kernel is None:
+            return {"self": "no checker here"}
+        if not (isinstance(request, dict) and isinstance(request.get("name"), str)
+                and isinstance(request.get("signature"), dict)
+                and isinstance(request.get("constexprs"), dict)):
+            raise WorkerDied("the replayer asked for a check the parent cannot read")
+        return self.check_kernel({k: request[k] for k in ("name", "signature", "constexprs")})
 
     # ---- timing ----
     def time(self) -> "TimingResult":

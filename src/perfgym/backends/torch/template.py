@@ -33,7 +33,9 @@ from ...sandbox_python import SandboxPython
 
 STARTUP_SECONDS = 120.0  # a cold torch import on a busy machine
 SPAWN_SECONDS = 10.0
-SCRIPTS = ("torch_template.py", "torch_worker.py", "kernel_program.py")
+SCRIPTS = ("torch_template.py", "torch_worker.py", "kernel_program.py", "kernel_check.py")
+CHECK_LIMITS = sandbox.Limits(wall_seconds=120, cpu_seconds=120, address_space=16 << 30,
+                              file_size=16 << 20, processes=64, output_bytes=64 << 10)
 
 
 class TemplateUnavailable(Exception):
@@ -41,7 +43,11 @@ class TemplateUnavailable(Exception):
 
 
 class Template:
-    def __init__(self, env: dict[str, str], python: SandboxPython) -> None:
+    """`kind`: "workers" (torch workers) or "checks" (Triton front-end checks of kernels,
+    forked from a template that imported Triton's front end and no torch)."""
+
+    def __init__(self, env: dict[str, str], python: SandboxPython, kind: str = "workers") -> None:
+        self.kind = kind
         self.workdir = sandbox.make_workdir("perfgym-torch-template-")
         for script in SCRIPTS:
             (self.workdir / script).write_text(
@@ -52,7 +58,7 @@ class Template:
         try:
             self.proc = sandbox.start_template(
                 [python.executable, "torch_template.py", str(child.fileno()),
-                 json.dumps(shadowed)], self.workdir, env, python.expose,
+                 json.dumps(shadowed), kind], self.workdir, env, python.expose,
                 (child.fileno(),), self._log)
         finally:
             child.close()
@@ -184,6 +190,34 @@ class Template:
         return sandbox.RunResult(returncode=rc, stdout=output.text("out"),
                                  stderr=output.text("err"), wall=wall, timed_out=timed_out,
                                  output_overflow=output.overflow, killed_by=killed_by)
+
+    def check_kernel(self, kernels: str, request: dict, env: dict[str, str]) -> dict:
+        """Triton's front end on one kernel of `kernels` (kernel_check.py), in a checker forked
+        from this ("checks") template: {"ok": True}, {"refused": why}, or {"self": why} where
+        this template could not give a verdict (the replayer then checks in a process of its
+        own, as where no template runs)."""
+        workdir = sandbox.make_workdir("perfgym-kernel-check-")
+        try:
+            (workdir / "perfgym_kernels.py").write_text(kernels)
+            (workdir / "request.json").write_text(json.dumps(request, sort_keys=True))
+            env = {**env, "TRITON_CACHE_DIR": str(workdir / ".triton")}
+            unused = os.pipe()  # (a checker reads its request from its directory)
+            try:
+                ran = self.run("check", {}, workdir, CHECK_LIMITS, env, unused, None)
+            finally:
+                for fd in unused:
+                    os.close(fd)
+        except TemplateUnavailable as exc:
+            return {"self": str(exc)}
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if ran.returncode == 0 and not ran.timed_out and not ran.output_overflow:
+            return {"ok": True}
+        if ran.returncode == 1 and not ran.timed_out and not ran.output_overflow:
+            lines = (ran.stdout.strip() or ran.stderr.strip() or "no message").splitlines()
+            return {"refused": lines[-1][:300]}
+        return {"self": f"the checker ended with {ran.returncode} "
+                        f"({(ran.stderr.strip().splitlines() or [''])[-1][:200]})"}
 
     def _end(self) -> None:
         """The template and every worker it forked end (they die with it)."""

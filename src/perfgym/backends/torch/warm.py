@@ -87,19 +87,19 @@ class Pool:
         self._templates: dict[tuple, Template | None] = {}
         self._template_lock = threading.Lock()
 
-    def template(self, env: dict[str, str], python) -> Template | None:
-        """The batch's template for workers of this environment, started on first use; None
-        where this host cannot fork workers, or the template could not start (workers then
-        start the usual way)."""
+    def template(self, env: dict[str, str], python, kind: str = "workers") -> Template | None:
+        """The batch's template of this kind (template.Template) for workers of this
+        environment, started on first use; None where this host cannot fork workers, or the
+        template could not start (workers then start the usual way)."""
         if not sandbox.can_fork_workers():
             return None
-        key = tuple(sorted(env.items()))
+        key = (kind, *sorted(env.items()))
         with self._template_lock:
             if self._closed:
                 return None
             if key not in self._templates:
                 try:
-                    self._templates[key] = Template(env, python)
+                    self._templates[key] = Template(env, python, kind)
                 except (TemplateUnavailable, OSError, RuntimeError):
                     self._templates[key] = None
             template = self._templates[key]
