@@ -4,6 +4,8 @@
     python benchmarks/default_yield.py --grid [--samples 8]      (the sampler grid)
     python benchmarks/default_yield.py --model coder [--samples 8] --json OUT
                                        (a named model's one-shot yield, at its own sampler)
+    python benchmarks/default_yield.py --model coder --grid [--tasks all] [--samples 8]
+                                       (the sampler grid for a named model)
     python benchmarks/default_yield.py --model coder --templates DIR --json OUT
                                        (the same with other prompt templates: a prompt A/B)
 
@@ -55,14 +57,14 @@ def settings() -> dict[str, tuple[bool, dict]]:
             "default": (True, dict(DEFAULT_SAMPLING))}
 
 
-def grid() -> dict[str, tuple[bool, dict]]:
+def grid(max_tokens: int = 256) -> dict[str, tuple[bool, dict]]:
     points = {}
     # (the grammar is left out: on the engine it costs several times the tokens' time; the
     # yield run measures it once, as its own setting)
     for t, min_p in itertools.product((0.3, 0.6, 0.9, 1.2), (0.0,)):
         points[f"T={t},min_p={min_p}"] = (True, {
             "temperature": t, "top_k": 0, "top_p": 0.95, "min_p": min_p,
-            "repetition_penalty": 1.0, "max_tokens": 256})
+            "repetition_penalty": 1.0, "max_tokens": max_tokens})
     return points
 
 
@@ -191,7 +193,9 @@ def main() -> None:
         from perfgym.models import default_sampling
         if default_sampling(args.model) is None:
             raise SystemExit(f"--model {args.model}: not a named model (perfgym model list)")
-        configs = {args.model: (True, dict(default_sampling(args.model)))}
+        own = dict(default_sampling(args.model))
+        # the grid at the model's own token limit; else the model's sampler alone
+        configs = grid(own["max_tokens"]) if args.grid else {args.model: (True, own)}
     if args.only:
         configs = {k: v for k, v in configs.items() if k in args.only.split(",")}
     started = time.monotonic()
@@ -215,7 +219,7 @@ def main() -> None:
     out = {"kind": "grid" if args.grid else "yield", "tasks": names, "templates": args.templates,
            "machine": machine_info().get("fingerprint", {}).get("cpu"),
            "wall_seconds": round(time.monotonic() - started), "settings": results}
-    if args.model:  # one row per model: the file's other settings are kept
+    if args.model and not args.grid:  # one row per model: the file's other settings are kept
         from perfgym.models import model_identity
         results[args.model]["model"] = model_identity(args.model)
         results[args.model]["machine"] = out["machine"]

@@ -160,6 +160,20 @@ def test_prompt_names_the_entry_and_the_stage_rules():
     assert "SIMD" in prompt and "```c" in prompt
 
 
+def test_the_openmp_example_is_shown_only_where_the_stage_allows_openmp():
+    """A worked example of OpenMP (what stopped most of the coder's compile errors) would invite
+    a STAGE_VIOLATION at a stage that forbids OpenMP."""
+    from perfgym.prompts import OPENMP_EXAMPLE, expand_prompt
+    task = get_task("dgemv")
+    naive = task.baseline.read_text()
+    for op in ("generate", "improve", "deepen", "repair", "crossover"):
+        assert OPENMP_EXAMPLE in expand_prompt(task, op, naive, None)
+        assert OPENMP_EXAMPLE in expand_prompt(task, op, naive, None, stage=4)
+        for stage in (1, 2, 3):
+            prompt = expand_prompt(task, op, naive, None, stage=stage)
+            assert "#pragma omp" not in prompt and "OpenMP that compiles" not in prompt, op
+
+
 def test_prompt_states_the_flags_the_harness_compiles_with():
     """At --opt O0 (the online-RL paper's clearest signal) the model must be told the compiler
     will not optimize for it, and that it may not change the flags itself."""

@@ -4,7 +4,7 @@ GRPO ranks the answers of a group against each other, so timing noise between tw
 answers becomes a random advantage: the same dot kernel was paid 1.85 in one step and 2.52 in
 another, timed minutes apart. Here the correct answers of a group and the task's baseline are
 timed in interleaved rounds, B A1 A2 ... B A1 A2 ..., each round one full protocol run per
-kernel (fresh inputs, check call, timed run in the exclusive lane, verification), so that a
+kernel (fresh inputs, timed run in the exclusive lane, verification of every call), so that a
 drift of the machine falls on every member of a round alike. A kernel's speedup is the median
 over rounds of the baseline's time over its time in the same round; `speedup_low` is a
 distribution-free lower bound on that median (a sign test over the rounds, at 95%).
@@ -29,6 +29,11 @@ from .tasks import Task
 
 ROUNDS = 5  # a sign test over 5 paired rounds bounds the median at 97% with the smallest ratio
 ALPHA = 0.05
+# No check call before a round's timed run: it exists so that a wrong kernel costs one call,
+# every member here passed alone, and the timed run verifies that call's outputs again (a
+# member wrong in a later round is still caught there). benchmarks/group_timing_cost.py
+# measures both ways.
+CHECK_CALL_IN_ROUNDS = False
 
 
 def confirm_against_baseline(task: Task, text: str, outcome: Outcome, config: EvalConfig,
@@ -61,7 +66,8 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
         return list(outcomes)
     size = dict(size or task.default_size)
     # each round times every member once: the round's share of the usual timing budget
-    cfg = config.replace(use_cache=False, max_time=max(config.max_time / rounds, 0.05))
+    cfg = config.replace(use_cache=False, max_time=max(config.max_time / rounds, 0.05),
+                         extra={**config.extra, "check_first": CHECK_CALL_IN_ROUNDS})
     # an answer written twice in a group (22% of the group-timed answers of a learning run)
     # is one kernel: built and timed once a round, and the same rounds judge every copy
     first_with: dict[str, int] = {}
