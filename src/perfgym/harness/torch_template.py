@@ -2,7 +2,8 @@
 
     python torch_template.py SOCKET_FD SHADOWED_DIRS_JSON [workers|checks]
 
-`workers` (the default) forks torch workers (torch_worker.py). `checks` imports no torch but
+`workers` (the default) forks torch workers (torch_worker.py), with torch and Triton imported
+(in the workers' TRITON_INTERPRET mode: a template serves one environment). `checks` imports no torch but
 Triton's front end, in Triton's compiling mode (TRITON_INTERPRET=0 in its environment, where
 the workers on a CPU interpret), and forks one checker per kernel check (kernel_check.py).
 
@@ -47,8 +48,15 @@ if KIND == "checks":
     torch_worker = kernel_program = None
 else:
     import torch  # noqa: F401
+    # what the first operator on a meta tensor imports (0.26 s): every trace of a forward
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
     import kernel_program  # the replayer's
     import torch_worker
+    try:  # a Triton answer's worker and its replayer import it: 0.15 s each, once here
+        import triton.language  # noqa: F401  (in the workers' mode: this template's env)
+        from triton.runtime import autotuner, interpreter, jit  # noqa: F401
+    except ImportError:  # (the gpu extra is not installed: the workers will not import it)
+        pass
 
 CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
 MS_REC, MS_PRIVATE = 1 << 14, 1 << 18

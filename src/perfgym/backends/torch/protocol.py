@@ -191,10 +191,11 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
     def start(role: str, workdir: Path, files: dict, options: dict) -> Worker:
         lim = pooled_limits if warm and role in ("problem", "reference") else limits
         env = worker_env(config, workdir, device, py)
-        # a candidate's and a replayer's worker live for one session: forked from the
-        # batch's template, which has imported torch already (template.py)
+        # in a batch every worker is forked from the batch's template, which has imported
+        # torch already (template.py): the candidate's and the replayer's for one session,
+        # the problem's and the reference's for the batch (one import where there were three)
         template = warm.template(worker_env(config, Path("/"), device, py), py) \
-            if warm and role in ("candidate", "replayer") else None
+            if warm else None
         return Worker(role, workdir, files, {"device": device, **options}, lim, py, env,
                       deadline, template=template)
 

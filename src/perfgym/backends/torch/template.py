@@ -153,11 +153,9 @@ class Template:
                 pid = self._fork({
                     "uid": uid, "workdir": str(workdir), "role": role, "options": options,
                     "env": sandbox.scrubbed_env(workdir, env),
-                    "limits": {"cpu_seconds": limits.cpu_seconds,
-                               "address_space": limits.address_space,
-                               "file_size": limits.file_size,
-                               "open_files": limits.open_files,
-                               "processes": limits.processes, "stack": limits.stack}},
+                    "limits": {name: int(getattr(limits, name)) for name in (
+                        "cpu_seconds", "address_space", "file_size", "open_files",
+                        "processes", "stack")}},  # (a pooled worker's CPU limit is a float)
                     [*pass_fds, out_w, err_w])
             except TemplateUnavailable:
                 os.close(out_r)
