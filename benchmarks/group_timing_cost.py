@@ -6,8 +6,8 @@ A group of `--members` correct answers (the task's naive kernel, each written a 
 differently so that none is a copy of another) is timed against the baseline in group timing's
 interleaved rounds (perfgym.group_timing.retime_group), two ways per repeat, alternating:
   check    each round's run of a kernel starts with a check call (one call, verified), then
-           the timed run: how an evaluation runs a kernel
-  no_check the timed run alone, which verifies that call's outputs again (the default)
+           the timed run: how an evaluation runs a kernel (the default)
+  no_check the timed run alone, which verifies that call's outputs again
 Prints the seconds per group each way, the ratio, and the speedups each way found.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main() -> None:
             seconds[way].append(time.monotonic() - t0)
             speedups[way].append([round(o.speedup, 3) for o in judged])
             print(f"repeat {r + 1} {way:8s} {seconds[way][-1]:.1f} s", flush=True)
-    group_timing.CHECK_CALL_IN_ROUNDS = False
+    group_timing.CHECK_CALL_IN_ROUNDS = True
     median = {k: statistics.median(v) for k, v in seconds.items()}
     result = {"machine": cpu_model(), "task": args.task, "members": args.members,
               "rounds": group_timing.ROUNDS, "repeats": args.repeats,

@@ -103,11 +103,12 @@ def test_an_answer_written_twice_is_timed_once_a_round_and_both_copies_are_paid_
     assert first.speedup > 2
 
 
-def test_a_kernel_wrong_in_the_rounds_is_judged_wrong_without_a_check_call(monkeypatch):
-    """The rounds make no check call (its outputs are verified again in the timed run), so a
-    member that passed alone and is wrong when timed again is caught by the rounds'
-    verification: here a wrong kernel handed to group timing as if it had passed."""
-    from perfgym.backends.c import build as cbuild
+def test_a_kernel_wrong_in_the_rounds_is_judged_by_the_rounds():
+    """A member that passed alone and is wrong when timed again is judged by the rounds: here
+    a wrong kernel handed to group timing as if it had passed. Both ways of running a round
+    (with the check call, the default, and without it, group_timing_cost.py's other way)
+    catch it."""
+    from perfgym import group_timing
     task = get_task("dot")
     naive = task.baseline.read_text()
     wrong = naive.replace("out[0] = sum;", "out[0] = sum * 1.01;")
@@ -115,14 +116,11 @@ def test_a_kernel_wrong_in_the_rounds_is_judged_wrong_without_a_check_call(monke
     texts = [task.expert.read_text(), wrong]
     alone = [evaluate(task, t, None, CONFIG) for t in texts]
     assert [o.status for o in alone] == [Status.OK, Status.WRONG_ANSWER]
-    check_calls = []
-    run = cbuild.run
-
-    def counted(*a, check_only=False, **k):
-        check_calls.append(check_only)
-        return run(*a, check_only=check_only, **k)
-    monkeypatch.setattr(cbuild, "run", counted)
-    judged = retime_group(task, texts, [alone[0], alone[0]], CONFIG)
-    assert judged[0].ok and "group_timed" in judged[0].flags
-    assert judged[1].status is Status.WRONG_ANSWER, judged[1].message
-    assert check_calls and not any(check_calls)
+    for check_call in (True, False):
+        group_timing.CHECK_CALL_IN_ROUNDS = check_call
+        try:
+            judged = retime_group(task, texts, [alone[0], alone[0]], CONFIG)
+        finally:
+            group_timing.CHECK_CALL_IN_ROUNDS = True
+        assert judged[0].ok and "group_timed" in judged[0].flags
+        assert judged[1].status is Status.WRONG_ANSWER, judged[1].message

@@ -4,7 +4,7 @@ GRPO ranks the answers of a group against each other, so timing noise between tw
 answers becomes a random advantage: the same dot kernel was paid 1.85 in one step and 2.52 in
 another, timed minutes apart. Here the correct answers of a group and the task's baseline are
 timed in interleaved rounds, B A1 A2 ... B A1 A2 ..., each round one full protocol run per
-kernel (fresh inputs, timed run in the exclusive lane, verification of every call), so that a
+kernel (fresh inputs, check call, timed run in the exclusive lane, verification), so that a
 drift of the machine falls on every member of a round alike. A kernel's speedup is the median
 over rounds of the baseline's time over its time in the same round; `speedup_low` is a
 distribution-free lower bound on that median (a sign test over the rounds, at 95%).
@@ -29,11 +29,10 @@ from .tasks import Task
 
 ROUNDS = 5  # a sign test over 5 paired rounds bounds the median at 97% with the smallest ratio
 ALPHA = 0.05
-# No check call before a round's timed run: it exists so that a wrong kernel costs one call,
-# every member here passed alone, and the timed run verifies that call's outputs again (a
-# member wrong in a later round is still caught there). benchmarks/group_timing_cost.py
-# measures both ways.
-CHECK_CALL_IN_ROUNDS = False
+# Each round's run of a kernel starts with the check call, as an evaluation's does. Its outputs
+# are verified again in the timed run, so the rounds could do without it; measured, that saves
+# nothing (benchmarks/group_timing_cost.py: 1.00x), and one protocol for every run is simpler.
+CHECK_CALL_IN_ROUNDS = True
 
 
 def confirm_against_baseline(task: Task, text: str, outcome: Outcome, config: EvalConfig,

@@ -70,8 +70,8 @@ def measure(p: Prepared, outcome) -> Outcome:
 
     # Check before timing: one call on the first input set, verified, so a wrong kernel costs
     # one call and not the timing loop. The full run below repeats and verifies that call too.
-    # (extra["check_first"] = False turns it off: benchmarks/eval_throughput.py, and group
-    # timing's rounds, whose kernels all passed alone.)
+    # (extra["check_first"] = False turns it off, for benchmarks only: eval_throughput.py and
+    # group_timing_cost.py.)
     refs: dict[str, dict] = {}  # reference outputs by input set, computed once
     prestarted = None
     try:

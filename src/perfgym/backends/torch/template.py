@@ -1,9 +1,10 @@
-"""Candidate and replayer workers forked from a template process that has imported torch.
+"""A batch's workers forked from a template process that has imported torch.
 
 Starting a worker costs a torch import, about a second of a 2-core machine's CPU, and a
 candidate needs two of them (its own worker and the replayer). Within a batch, a template
-process (harness/torch_template.py) imports torch once and forks each such worker from that
-state. A forked worker gets what `sandbox.run()` gives a command: a uid of its own (held here,
+process (harness/torch_template.py) imports torch (and Triton) once and forks every worker from
+that state; a second template, of kind "checks", has imported Triton's front end and forks one
+checker for each of the replayers' kernel checks. A forked worker gets what `sandbox.run()` gives a command: a uid of its own (held here,
 and everything under it killed when the worker ends), its own network and mount namespaces
 with an empty /tmp, rlimits, a session of its own, no capabilities, death with the template
 (which dies with this driver), a scrubbed environment and its own work directory. It is a copy
@@ -47,7 +48,6 @@ class Template:
     forked from a template that imported Triton's front end and no torch)."""
 
     def __init__(self, env: dict[str, str], python: SandboxPython, kind: str = "workers") -> None:
-        self.kind = kind
         self.workdir = sandbox.make_workdir("perfgym-torch-template-")
         for script in SCRIPTS:
             (self.workdir / script).write_text(
