@@ -200,7 +200,9 @@ def main() -> None:
         configs = {k: v for k, v in configs.items() if k in args.only.split(",")}
     started = time.monotonic()
     policy = OpenVINOPolicy(model_path=args.model)
-    texts = prompts(tasks, Path(args.templates) if args.templates else None)
+    from perfgym.models import prompt_templates
+    texts = prompts(tasks, Path(args.templates) if args.templates else
+                    prompt_templates(args.model))  # the model's own prompts, as a search's
     results = {}
     for name, (opened, sampling) in configs.items():
         print(f"[{time.monotonic() - started:6.0f}s] {name}",

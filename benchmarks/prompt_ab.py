@@ -1,9 +1,14 @@
 """A prompt change measured: two yield runs of one model, and the difference with its CI.
 
     python benchmarks/default_yield.py --model coder --templates benchmarks/prompt_variants/rules \\
-        --json A.json                      (arm A: the prompt before, kept as a variant)
-    python benchmarks/default_yield.py --model coder --json B.json     (arm B: perfgym's prompt)
+        --json A.json          (arm A: the rule in words, perfgym's own prompt, kept as a variant)
+    python benchmarks/default_yield.py --model coder --json B.json
+                               (arm B: the coder's own prompts, with the worked OpenMP example)
     python benchmarks/prompt_ab.py A.json B.json [--setting coder] [--json OUT]
+
+For the default (135M) model: `default_yield.py --only default` (arm A, perfgym's prompt) and
+`--only default --templates src/perfgym/prompts/worked_example` (arm B), then `--setting
+default` here.
 
 For each share (compile, correct, faster than naive) the two arms' means over tasks and B - A
 with a 95% bootstrap CI: tasks resampled (the same ones for both arms: a paired comparison),

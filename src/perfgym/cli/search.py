@@ -171,7 +171,7 @@ def search_cmd(
         policy = ("replay" if replay else "openai" if model or base_url or
                   os.environ.get("OPENAI_BASE_URL") else default_local_policy())
     from ..models import (ModelUnavailable, default_sampling, is_named, model_identity,
-                          model_title, search_default_model)
+                          model_title, prompt_templates, search_default_model)
     local = policy in ("hf", "openvino")
     if local and model_path is None:  # no flag names a model: the measured choice
         model_path = Path(search_default_model())
@@ -263,6 +263,8 @@ def search_cmd(
                         "another --run-dir")
     if templates is not None and not templates.is_dir():
         raise UserError(f"--templates {templates} is not a directory")
+    if templates is None and local_default:  # a named model's own prompts (models.py)
+        templates = prompt_templates(model_path)
     if policy == "replay" and replay is None:
         raise UserError("the replay policy needs --replay FILE")
     if memory is not None:

@@ -33,32 +33,15 @@ def machine_facts(machine: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-# How OpenMP is written, shown where a stage allows it: the coder's commonest compile errors were
-# a reduction over a pointer and clauses naming undeclared variables, which a rule in words did
-# not stop and a worked example did (compile 45% -> 73% of its one-shot answers,
-# benchmarks/prompt_ab.py). At a stage that forbids OpenMP an example of it invites a violation.
-OPENMP_EXAMPLE = """OpenMP that compiles and is correct looks like this:
-    #pragma omp parallel for          // each i writes only its own y[i]: no clause needed
-    for (int i = 0; i < M; i++) {
-        double sum = 0.0;             // declared inside the loop: each thread has its own
-        for (int j = 0; j < N; j++)
-            sum += A[(long)i * N + j] * x[j];
-        y[i] = sum;
-    }
-    double total = 0.0;               // a reduction names a scalar declared before the pragma
-    #pragma omp parallel for reduction(+:total)
-    for (int i = 0; i < n; i++)
-        total += x[i] * y[i];
-A loop's own counter (int i) needs no clause. A pointer is never a reduction variable: an
-array is reduced as a section, reduction(+:counts[:BINS]), and only when threads add to the same element.
-"""
-
-
-def openmp_example(stage: int | None) -> str:
-    """OPENMP_EXAMPLE where the stage allows OpenMP (every technique without a stage)."""
+def openmp_example(stage: int | None, override_dir: Path | None = None) -> str:
+    """How OpenMP is written (the `openmp` template), where the stage allows OpenMP: at a stage
+    that forbids it, words about it invite a violation. perfgym's own says it in words; the
+    coder's (`worked_example/`, models.prompt_templates) shows a worked example, which a rule in
+    words did not get it to follow (compile 45% -> 73% of its one-shot answers) and which cost
+    the 135M model correct answers (20% -> 10%; benchmarks/prompt_ab.py)."""
     if stage is not None and "OpenMP" not in describe_stage(stage)[0]:
         return ""
-    return OPENMP_EXAMPLE
+    return template("openmp", override_dir)
 
 
 def stage_rules(stage: int | None) -> str:

@@ -111,7 +111,7 @@ class CBackend(Backend):
         fields = dict(language=self.label.split("/")[0], fence=self.fences[0],
                       description=task.description, entry=task.entry,
                       size=format_size(size or task.default_size),
-                      stage_rules=stage_rules(stage), openmp=openmp_example(stage),
+                      stage_rules=stage_rules(stage), openmp=openmp_example(stage, override_dir),
                       machine=machine_facts(machine),
                       headers=", ".join(sorted(self.headers)),
                       compile=compile_line(config, self.source))
