@@ -146,6 +146,16 @@ def statuses(outs):
     return [o.status for o in outs]
 
 
+def judged_as_alone():
+    """A right and a wrong answer judged in one batch get the verdicts each gets alone."""
+    relu = get_task("relu")
+    same = reference_as_candidate(relu.source)
+    wrong = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n"
+             "    def forward(self, x): return torch.relu(x) + 1.0\n")
+    outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
+    assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
+
+
 @needs_fork
 def test_nothing_a_candidate_leaves_reaches_the_next(forks, sandbox_use):
     relu = get_task("relu")
@@ -186,12 +196,7 @@ def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatc
     def refuse(self, request, fds):
         raise template_module.TemplateUnavailable("refused by the test")
     monkeypatch.setattr(template_module.Template, "_fork", refuse)
-    relu = get_task("relu")
-    same = reference_as_candidate(relu.source)
-    wrong = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n"
-             "    def forward(self, x): return torch.relu(x) + 1.0\n")
-    outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
-    assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
+    judged_as_alone()
     assert not forks  # every worker started the usual way
 
 
@@ -199,8 +204,7 @@ def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatc
 def test_the_expert_and_its_kernel_evidence_pass_in_forked_workers(forks):
     """A Triton answer's replayer (forked too) runs Triton's front end on each kernel from
     the worker's own files: the expert is judged as it is in fresh workers."""
-    pytest.importorskip("triton", reason="the gpu extra is not installed: "
-                                         "pip install 'perfgym[gpu]'")
+    needs_triton()
     relu = get_task("relu")
     config = QUICK.replace(require_custom_kernel=True)
     forked = evaluate_many([Request(relu, relu.expert.read_text(), config=config)])[0]
@@ -215,12 +219,7 @@ def test_where_workers_cannot_be_forked_no_template_starts_and_workers_start_as_
     monkeypatch.setattr(sandbox, "can_fork_workers", lambda: False)
     with warm.batch() as pool:
         assert pool.template({"OMP_NUM_THREADS": "1"}, None) is None
-    relu = get_task("relu")
-    same = reference_as_candidate(relu.source)
-    wrong = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n"
-             "    def forward(self, x): return torch.relu(x) + 1.0\n")
-    outs = evaluate_many([Request(relu, t, config=WALL) for t in (same, wrong)])
-    assert statuses(outs) == [Status.OK, Status.WRONG_ANSWER], [o.message for o in outs]
+    judged_as_alone()
     assert not forks
 
 
