@@ -3,6 +3,10 @@ algorithm), timed from the command line, its best verified speedup over the naiv
 
     python benchmarks/first_search.py [--run-dir runs/first_search]
                                       [--json benchmarks/results/first_search.json]
+                                      [-- SEARCH FLAGS]
+
+Flags after `--` go to `perfgym search` as they are (to compare a candidate default with the
+no-flag search: `-- --algo evolve --seed 2`); the JSON's `command` names them.
 
 The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost, is
 reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
@@ -24,7 +28,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-dir", default="runs/first_search")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args, flags = ap.parse_known_args()
+    flags = [f for f in flags if f != "--"]
     from perfgym.machine import cpu_model
     from perfgym.models import model_identity, search_default_model
     model = search_default_model()
@@ -36,14 +41,14 @@ def main() -> None:
     shutil.rmtree(run_dir, ignore_errors=True)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "perfgym.cli", "search", "--run-dir",
-                           str(run_dir), "--json"], capture_output=True, text=True)
+                           str(run_dir), "--json", *flags], capture_output=True, text=True)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"perfgym search failed ({done.returncode}): {done.stderr[-800:]}")
     result = json.loads(done.stdout)
     best = result["best"] or {}
     expert = expert_gflops(best.get("sizes"))
-    out = {"command": "perfgym search", "wall_seconds": round(wall, 1),
+    out = {"command": " ".join(["perfgym search", *flags]), "wall_seconds": round(wall, 1),
            "model_fetch_seconds": round(fetch_seconds, 1), "model": model_identity(model),
            "machine": cpu_model(), "best_id": result["best_id"],
            "best_speedup": best.get("speedup"), "best_gflops": best.get("gflops"),
