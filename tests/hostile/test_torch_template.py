@@ -196,8 +196,13 @@ def test_a_template_that_cannot_fork_leaves_the_verdicts_as_they_were(monkeypatc
     def refuse(self, request, fds):
         raise template_module.TemplateUnavailable("refused by the test")
     monkeypatch.setattr(template_module.Template, "_fork", refuse)
+    monkeypatch.setattr(template_module, "FALLBACKS", template_module.collections.Counter())
     judged_as_alone()
     assert not forks  # every worker started the usual way
+    # and each start the usual way is counted, by role: a template that never serves is seen
+    roles = {role for role, why in template_module.FALLBACKS if why == "refused by the test"}
+    assert {"candidate worker", "problem worker", "reference worker"} <= roles, \
+        template_module.FALLBACKS
 
 
 @needs_fork

@@ -114,15 +114,15 @@ class Worker:
                 os.close(self._child_ends.pop())
 
         def supervise() -> None:
-            from .template import TemplateUnavailable
+            from .template import TemplateUnavailable, note_fallback
             try:
                 if template is not None:  # forked from a template that has imported torch
                     try:
                         self.result = template.run(role, options, workdir, limits, env,
                                                    (cmd_r, reply_w), close_child_ends)
                         return
-                    except TemplateUnavailable:
-                        pass  # nothing ran: started the usual way
+                    except TemplateUnavailable as exc:  # nothing ran: started the usual way
+                        note_fallback(f"{role} worker", str(exc))
                 self.result = sandbox.run(argv, workdir, limits, env=env, expose=py.expose,
                                           pass_fds=(cmd_r, reply_w), on_start=close_child_ends)
             finally:

@@ -18,6 +18,7 @@ replicate starts every worker fresh (protocol.CPU_REPLICATES).
 from __future__ import annotations
 
 import array
+import collections
 import itertools
 import json
 import os
@@ -25,6 +26,7 @@ import shutil
 import socket
 import threading
 import time
+import warnings
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,6 +43,24 @@ CHECK_LIMITS = sandbox.Limits(wall_seconds=120, cpu_seconds=120, address_space=1
 
 class TemplateUnavailable(Exception):
     """The template cannot fork this worker: start it the usual way."""
+
+
+# Workers (and checks) that a template could not serve, by role and reason. A fallback changes
+# no verdict, only the cost (a torch import each), so it is silent to the caller; counted and
+# warned of once per reason, a template that never serves one kind is seen (the problem and
+# reference workers went unforked for a whole stop).
+FALLBACKS: collections.Counter = collections.Counter()
+_fallbacks_lock = threading.Lock()
+
+
+def note_fallback(role: str, why: str) -> None:
+    with _fallbacks_lock:
+        first = not any(reason == why for _, reason in FALLBACKS)
+        FALLBACKS[(role, why)] += 1
+    if first:
+        warnings.warn(f"perfgym: a {role} could not be forked from its template ({why}); "
+                      "such workers start fresh, a torch import each", RuntimeWarning,
+                      stacklevel=2)
 
 
 class Template:
@@ -206,6 +226,7 @@ class Template:
                 for fd in unused:
                     os.close(fd)
         except TemplateUnavailable as exc:
+            note_fallback("kernel check", str(exc))
             return {"self": str(exc)}
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -214,8 +235,10 @@ class Template:
         if ran.returncode == 1 and not ran.timed_out and not ran.output_overflow:
             lines = (ran.stdout.strip() or ran.stderr.strip() or "no message").splitlines()
             return {"refused": lines[-1][:300]}
-        return {"self": f"the checker ended with {ran.returncode} "
-                        f"({(ran.stderr.strip().splitlines() or [''])[-1][:200]})"}
+        why = (f"the checker ended with {ran.returncode} "
+               f"({(ran.stderr.strip().splitlines() or [''])[-1][:200]})")
+        note_fallback("kernel check", why)
+        return {"self": why}
 
     def _end(self) -> None:
         """The template and every worker it forked end (they die with it)."""
