@@ -91,3 +91,45 @@ def test_a_single_stage_expands_the_seed_once(tmp_path, replay_file, dgemm):
     SQD(engine, SQDConfig(iterations=1, G=3, stages=(6,))).run()
     it1 = [c for c in store.candidates() if c.iteration == 1]
     assert len(it1) == 3 and {(c.op, c.stage) for c in it1} == {("improve", 6)}
+
+
+def test_restarts_draw_again_from_the_seed_and_keep_the_best(tmp_path, replay_file, dgemm):
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay_file), dgemm, FAST, "tiered")
+    best = SQD(engine, SQDConfig(iterations=1, G=4, restarts=2)).run()
+    cands = store.candidates()
+    seed = next(c for c in cands if c.op == "seed")
+    # each restart's first iteration grows from the seed alone, as the search's first does
+    for t in (1, 2):
+        assert Counter((c.parent_id, c.op, c.stage) for c in cands if c.iteration == t) == {
+            (seed.id, "improve", 1): 4, (seed.id, "deepen", 2): 4}
+    assert [d["restart"] for _, _, d in store.events("restart")] == [2]
+    assert [(d["iteration"], d["restart"]) for _, _, d in store.events("iteration_done")] == \
+        [(1, 1), (2, 2)]
+    assert best.gflops == max(c.gflops for c in cands if c.ok)
+    # run again: nothing is drawn twice
+    before = [(c.id, c.status) for c in cands]
+    SQD(engine, SQDConfig(iterations=1, G=4, restarts=2)).run()
+    assert [(c.id, c.status) for c in store.candidates()] == before
+
+
+def test_a_restart_starts_only_while_the_budget_has_room_and_a_resume_keeps_that(
+        tmp_path, replay_file, dgemm):
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay_file), dgemm, FAST, "tiered")
+    # the first draw took longer than this budget: no second one
+    SQD(engine, SQDConfig(iterations=1, G=4, restarts=3, budget_seconds=0.01)).run()
+    assert {c.iteration for c in store.candidates()} == {0, 1}
+    assert [d["restarts"] for _, _, d in store.events("restarts_stopped")] == [1]
+    # resumed with a budget that would have had room, the decision stands
+    SQD(engine, SQDConfig(iterations=1, G=4, restarts=3, budget_seconds=3600)).run()
+    assert {c.iteration for c in store.candidates()} == {0, 1}
+    assert len(list(store.events("restarts_stopped"))) == 1
+
+
+def test_a_budget_with_room_runs_every_restart(tmp_path, replay_file, dgemm):
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay_file), dgemm, FAST, "tiered")
+    SQD(engine, SQDConfig(iterations=1, G=4, restarts=3, budget_seconds=3600)).run()
+    assert {c.iteration for c in store.candidates()} == {0, 1, 2, 3}
+    assert not list(store.events("restarts_stopped"))
