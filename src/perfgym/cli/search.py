@@ -214,6 +214,7 @@ def search_cmd(
     # (docs/models/coder.md)
     no_flag_sqd = (local_default and algo == "sqd" and str(model_path) != "smollm2"
                    and iterations is None and max_candidates is None)
+    restarts_by_default = restarts is None and budget_minutes is None
     if restarts is None:
         restarts = NO_FLAG_RESTARTS if no_flag_sqd else 1
         if no_flag_sqd and budget_minutes is None:
@@ -309,6 +310,10 @@ def search_cmd(
             started_with["model"] = model_name  # (runs from before the name was recorded)
         if started_with and "model_id" in config and "model_id" not in started_with:
             started_with["model_id"] = config["model_id"]  # (runs from before it was)
+        if (started_with and "restarts" in config and "restarts" not in started_with
+                and restarts_by_default):  # a no-flag run from before restarts: as it was
+            restarts, budget_minutes = 1, None
+            del config["restarts"], config["budget_minutes"]
         if started_with not in (None, config):
             raise UserError(f"{run_dir} was started with other settings; resume with the "
                             "same options (see `perfgym report`)")
