@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import shlex
 import subprocess
 import sys
@@ -78,21 +77,20 @@ def write(path: str | None, arms: dict, draws: list[dict]) -> dict:
 
 
 def summary(arms: list[str], draws: list[dict]) -> dict:
+    from perfgym.metrics import geomean
+    from search_compare import summarize  # its percentile bootstrap of a mean of logs
     best = {(d["seed"], d["arm"]): d["best_speedup"] for d in draws if "best_speedup" in d}
     out: dict = {}
     for arm in arms:
         xs = [v for (s, a), v in best.items() if a == arm]
-        out[arm] = {"draws": len(xs),
-                    "at_goal": sum(x >= GOAL for x in xs),
-                    "geomean": math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None}
+        out[arm] = {"draws": len(xs), "at_goal": sum(x >= GOAL for x in xs),
+                    "geomean": geomean(xs) if xs else None}
     a, b = arms
     logs = [math.log(best[(s, a)] / best[(s, b)]) for s in sorted({s for s, _ in best})
             if (s, a) in best and (s, b) in best]
-    if logs:
-        rng = random.Random(0)
-        means = sorted(sum(rng.choice(logs) for _ in logs) / len(logs) for _ in range(10000))
-        out[f"{a} / {b}"] = {"pairs": len(logs), "ratio": math.exp(sum(logs) / len(logs)),
-                             "ci95": [math.exp(means[249]), math.exp(means[9749])]}
+    if logs:  # one task: the seeds are resampled
+        s = summarize({"dgemm": logs})
+        out[f"{a} / {b}"] = {"pairs": len(logs), "ratio": s["geomean"], "ci95": s["ci95"]}
     return out
 
 

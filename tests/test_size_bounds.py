@@ -185,7 +185,8 @@ def test_cli_refuses_an_absurd_size_up_front():
 
 
 def test_service_answers_400_without_growing(tmp_path):
-    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    pytest.importorskip("fastapi", reason="the serve extra is not installed: "
+                                           "pip install 'perfgym[serve]'")
     from perfgym.client import RewardServiceError
     from service import running_service
     with running_service("--no-auth", timeout=60) as (proc, _, client):

@@ -89,8 +89,8 @@ CODER_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
 # one-shot answers, 0 of 60 in three searches); the coder's one-shot answers beat the naive
 # kernel on 10 of 13 tasks (default_yield.json, setting coder) and its no-flag search reached
 # 4.71x on dgemm in 236 s (since, 14 seeded SQD draws, 7 with its own prompts and 7 with
-# perfgym's, reached 3x in 10: search_draws.json). $PERFGYM_SEARCH_MODEL overrides it (the tests keep the 135M model: no
-# 1.1 GB fetch).
+# perfgym's, reached 3x in 10: search_draws.json). $PERFGYM_SEARCH_MODEL overrides it (the
+# tests keep the 135M model: no 1.1 GB fetch).
 SEARCH_DEFAULT_MODEL = "coder"
 
 

@@ -5,7 +5,7 @@ within float noise."""
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
-pytest.importorskip("peft", reason="the train extra is not installed")
+pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
 
 from perfgym.train.shared_prefix import shared_prefix_logps  # noqa: E402
 from perfgym.train.tiny import build_tiny_model  # noqa: E402
