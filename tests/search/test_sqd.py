@@ -133,3 +133,27 @@ def test_a_budget_with_room_runs_every_restart(tmp_path, replay_file, dgemm):
     SQD(engine, SQDConfig(iterations=1, G=4, restarts=3, budget_seconds=3600)).run()
     assert {c.iteration for c in store.candidates()} == {0, 1, 2, 3}
     assert not list(store.events("restarts_stopped"))
+
+
+def test_the_no_flag_search_repairs_nothing_and_draws_while_its_budget_lasts():
+    from perfgym.cli.search import (NO_FLAG_BUDGET_MINUTES, NO_FLAG_RATIOS, RATIOS,
+                                    sqd_defaults)
+    ratios, restarts, budget = sqd_defaults(True, None, None, None)
+    assert ratios == NO_FLAG_RATIOS and float(ratios.split(",")[2]) == 0
+    assert budget == NO_FLAG_BUDGET_MINUTES and restarts > 3  # the budget ends the draws
+    assert sqd_defaults(False, None, None, None) == (RATIOS, 1, None)
+    # a flag the user gave is kept, in the no-flag search too
+    assert sqd_defaults(True, "0.5,0.2,0.3", 2, None) == ("0.5,0.2,0.3", 2, None)
+    assert sqd_defaults(True, None, None, 5.0)[1:] == (restarts, 5.0)  # draws within 5 min
+
+
+def test_a_no_flag_run_resumes_with_the_settings_it_was_started_with():
+    from perfgym.cli.search import as_started
+    now = {"task": "dgemm", "ratios": [0.4, 0.3, 0.0], "restarts": 12, "budget_minutes": 12.0}
+    before_restarts = {"task": "dgemm", "ratios": [0.4, 0.3, 0.3]}
+    assert as_started(now, before_restarts) == before_restarts
+    three_draws = {**before_restarts, "restarts": 3, "budget_minutes": 12.0}
+    assert as_started(now, three_draws) == three_draws
+    # only the no-flag settings are taken from the run: any other difference stays one
+    other_task = {**three_draws, "task": "dgemv"}
+    assert as_started(now, other_task) != other_task

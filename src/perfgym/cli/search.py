@@ -19,9 +19,40 @@ from .eval_cmd import _profile
 from .memory import _open_memory
 
 # The no-flag search's SQD draws (restarts) and the time they may take: the goal is a result
-# within 15 minutes, and the held-out sizes and the confirmation take about a minute more
-NO_FLAG_RESTARTS = 3
+# within 15 minutes, and the held-out sizes and the confirmation take about a minute more. The
+# budget, not the count, ends the draws: a draw that finds nothing is the short one.
+NO_FLAG_RESTARTS = 12
 NO_FLAG_BUDGET_MINUTES = 12.0
+# SQD's shares (deepen, improve, repair). The no-flag search repairs nothing: the coder's
+# repairs fixed 0 of 64 wrong kernels, and a draw without them costs half as much, so the
+# budget holds twice the improves of the seed, which is where its fast kernels come from
+# (docs/models/coder.md)
+RATIOS = "0.4,0.3,0.3"
+NO_FLAG_RATIOS = "0.4,0.3,0"
+
+
+NO_FLAG_KEYS = ("ratios", "restarts", "budget_minutes")  # what the no-flag search sets
+
+
+def sqd_defaults(no_flag: bool, ratios: str | None, restarts: int | None,
+                 budget_minutes: float | None) -> tuple[str, int, float | None]:
+    """SQD's ratios, restarts and budget where no flag set them: the no-flag search's own
+    (above) when `no_flag`, else one draw with repairs."""
+    if ratios is None:
+        ratios = NO_FLAG_RATIOS if no_flag else RATIOS
+    if restarts is None:
+        restarts = NO_FLAG_RESTARTS if no_flag else 1
+        if no_flag and budget_minutes is None:
+            budget_minutes = NO_FLAG_BUDGET_MINUTES
+    return ratios, restarts, budget_minutes
+
+
+def as_started(config: dict, started_with: dict) -> dict:
+    """`config` with the no-flag settings a resumed no-flag run was started with, whatever the
+    no-flag defaults are now (a run from before restarts has none: one draw)."""
+    kept = {k: v for k, v in config.items() if k not in ("restarts", "budget_minutes")}
+    kept.update({k: started_with[k] for k in NO_FLAG_KEYS if k in started_with})
+    return kept
 
 
 class _LiveView:
@@ -86,13 +117,15 @@ def search_cmd(
     g: int = typer.Option(4, "--G", help="children per node (SQD)"),
     restarts: Optional[int] = typer.Option(None, help="SQD: run the iterations again from the "
                                            "seed up to this many times, a new draw each; the "
-                                           "best of all is the result (default 1; 3 within "
-                                           "--budget-minutes 12 when no flag sets the model, "
-                                           "--iterations or --max-candidates)"),
+                                           "best of all is the result (default 1; as many "
+                                           "as --budget-minutes 12 holds when no flag sets "
+                                           "the model, --iterations or --max-candidates)"),
     budget_minutes: Optional[float] = typer.Option(None, help="SQD: start a restart only while "
                                                    "the time spent plus the longest restart "
                                                    "yet fits this many minutes"),
-    ratios: str = typer.Option("0.4,0.3,0.3", help="SQD top,middle,error shares"),
+    ratios: Optional[str] = typer.Option(None, help=f"SQD top,middle,error shares (default "
+                                         f"{RATIOS}; {NO_FLAG_RATIOS} when no flag sets the "
+                                         "model, --iterations or --max-candidates)"),
     stages: str = typer.Option("1,2,3,4,5,6", help="SQD stages"),
     n: int = typer.Option(8, help="samples (best-of-n)"),
     turns: int = typer.Option(4, help="turns per chain (refine)"),
@@ -215,10 +248,9 @@ def search_cmd(
     no_flag_sqd = (local_default and algo == "sqd" and str(model_path) != "smollm2"
                    and iterations is None and max_candidates is None)
     restarts_by_default = restarts is None and budget_minutes is None
-    if restarts is None:
-        restarts = NO_FLAG_RESTARTS if no_flag_sqd else 1
-        if no_flag_sqd and budget_minutes is None:
-            budget_minutes = NO_FLAG_BUDGET_MINUTES
+    ratios_by_default = ratios is None
+    ratios, restarts, budget_minutes = sqd_defaults(no_flag_sqd, ratios, restarts,
+                                                    budget_minutes)
     if algo != "sqd" and (restarts != 1 or budget_minutes is not None):
         raise UserError("--restarts and --budget-minutes are SQD's: add --algo sqd or drop them")
     if restarts < 1 or (budget_minutes is not None and budget_minutes <= 0):
@@ -310,10 +342,10 @@ def search_cmd(
             started_with["model"] = model_name  # (runs from before the name was recorded)
         if started_with and "model_id" in config and "model_id" not in started_with:
             started_with["model_id"] = config["model_id"]  # (runs from before it was)
-        if (started_with and "restarts" in config and "restarts" not in started_with
-                and restarts_by_default):  # a no-flag run from before restarts: as it was
-            restarts, budget_minutes = 1, None
-            del config["restarts"], config["budget_minutes"]
+        if started_with and no_flag_sqd and restarts_by_default and ratios_by_default:
+            config = as_started(config, started_with)
+            restarts, budget_minutes = config.get("restarts", 1), config.get("budget_minutes")
+            ratio_values = tuple(config["ratios"])
         if started_with not in (None, config):
             raise UserError(f"{run_dir} was started with other settings; resume with the "
                             "same options (see `perfgym report`)")
@@ -354,9 +386,13 @@ def search_cmd(
                 best = BestOfN(engine, n, stage).run()
         except PolicyError as exc:
             raise UserError(f"{exc} (the run is saved; rerun with --resume)") from None
+        from ..search.general import general_best
+        fastest = best
+        with err_console.status("checking the fastest kernels at the task's train sizes"):
+            best = general_best(engine, best)  # the result: right at other sizes too
         if heldout:
             from ..search.heldout import judge_heldout
-            judge_heldout(engine)
+            judge_heldout(engine, best)
         confirmed = _confirm_best(engine, best, remote=bool(ray_address))
     store.event("search_done")
     from ..report import write_plots, write_summary
@@ -364,9 +400,16 @@ def search_cmd(
     counts = answer_counts(store, t)
     from ..report.causes import lines as cause_lines, next_step, run_causes
     causes = run_causes(store)
+    from ..search.general import passed_over
+    over = passed_over(store)
     if as_json:
         print(json.dumps({"run_dir": str(run_dir), "best": best.outcome if best else None,
                           "best_id": best.id if best else None, "confirmed": confirmed,
+                          "passed_over": over,
+                          "fastest": ({"id": fastest.id, **fastest.outcome}
+                                      if fastest is not None
+                                      and (best is None or fastest.id != best.id)
+                                      else None),
                           "answers": counts,
                           "failure_causes": dict(causes.most_common()),
                           "next_step": next_step(causes) if not counts["passed"] else None},
@@ -378,6 +421,9 @@ def search_cmd(
         console.print("why none passed:", highlight=False)
         for line in cause_lines(causes):
             console.print("  " + line, highlight=False)
+    for row in over:  # faster at the search's size, wrong at another
+        console.print(f"passed over: #{row['candidate']}, wrong at the task's train sizes: "
+                      f"{row['message']}", highlight=False)
     if best is None:
         console.print(f"no correct kernel yet; the run is in {run_dir}", highlight=False)
     else:

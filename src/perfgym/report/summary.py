@@ -33,7 +33,11 @@ def write_summary(store: RunStore, out: Path, plots: list[Path]) -> Path:
         for k in sorted({1, 5, 10, n} & set(range(1, n + 1))):
             sp = f"{speedup_at_k(base, times, k):.2f}" if base else "-"
             lines.append(f"| {k} | {pass_at_k(n, c_ok, k):.3f} | {sp} |")
-    best = store.best()
+    from ..search.general import passed_over, search_result
+    best = search_result(store)
+    for row in passed_over(store):
+        lines += ["", f"Passed over: #{row['candidate']}, faster at the search's size but wrong "
+                  f"at the task's train sizes: {row['message']}"]
     if best is not None:
         o = best.outcome
         lines += ["", f"## Best kernel: #{best.id} (iteration {best.iteration}, "

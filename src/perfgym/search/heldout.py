@@ -7,9 +7,9 @@ from ..store import Candidate, RunStore
 from .engine import Engine
 
 
-def best_kernels(store: RunStore) -> list[Candidate]:
-    """The run's best verified kernel, and each evolve island's best when there are islands."""
-    best = store.best()
+def best_kernels(store: RunStore, best: Candidate | None) -> list[Candidate]:
+    """The search's result (search.general), and each evolve island's best when there are
+    islands."""
     chosen = [best] if best is not None and best.op != "seed" else []
     for _, _, data in store.events("archive"):
         for island in data.get("islands", []):
@@ -20,11 +20,12 @@ def best_kernels(store: RunStore) -> list[Candidate]:
     return chosen
 
 
-def judge_heldout(engine: Engine) -> list[dict]:
-    """Evaluate the best kernels at every held-out size; store and return one row each."""
+def judge_heldout(engine: Engine, best: Candidate | None) -> list[dict]:
+    """Evaluate the search's result (and the islands' bests) at every held-out size; store
+    and return one row each."""
     task, store = engine.task, engine.store
     sizes = task.sizes("heldout") if hasattr(task, "sizes") else []
-    kernels = best_kernels(store)
+    kernels = best_kernels(store, best)
     if not sizes or not kernels:
         return []
     from ..multisize import evaluate_folded
