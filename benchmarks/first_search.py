@@ -11,7 +11,9 @@ no-flag search: `-- --algo evolve --seed 2`); the JSON's `command` names them.
 The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost, is
 reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
 and its fraction of the shipped expert's, the answers' counts, the best kernel at the held-out
-sizes, the model and the machine.
+sizes, the model and the machine. The best is the search's result: its fastest kernel that is
+also right at the train sizes; a faster one that is not is `fastest_at_search_size`, and the
+kernels passed over are `passed_over`.
 """
 from __future__ import annotations
 
@@ -55,6 +57,10 @@ def main() -> None:
            "best_message": best.get("message"), "expert_gflops": expert,
            "fraction_of_expert": (best["gflops"] / expert if expert and best.get("gflops")
                                   else None),
+           "fastest_at_search_size": ({k: result["fastest"].get(k)
+                                       for k in ("id", "speedup", "gflops", "message")}
+                                      if result.get("fastest") else None),
+           "passed_over": result.get("passed_over", []),
            "answers": result["answers"], "failure_causes": result["failure_causes"],
            "heldout": heldout_rows(run_dir)}
     print(json.dumps(out, indent=1))
