@@ -107,3 +107,14 @@ def test_when_no_kernel_holds_at_the_train_sizes_the_result_is_the_naive_kernel(
                           "2")
     assert "passed over: #" in out and "no correct kernel yet" in out
     assert events(run_dir, "general_best")[0]["chosen"] is None
+
+
+def test_a_search_judged_at_the_train_sizes_is_confirmed_at_the_default_size(tmp_path):
+    out, run_dir = search(tmp_path, [FOUR_ROWS, NAIVE_IKJ], "--algo", "best-of-n", "--n", "2",
+                          "--sizes", "train", "--json")
+    result = json.loads(out)
+    statuses = [s["status"] for s in result["best"]["per_size"]]
+    assert statuses == ["OK"] * 3  # the result held at all three; four rows did not
+    confirmed = result["confirmed"]
+    assert confirmed["faster"] is True and confirmed["size"] == {"M": 256, "N": 256, "K": 256}
+    assert not events(run_dir, "general_best")  # every answer was judged at the sizes already

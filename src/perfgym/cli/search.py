@@ -13,7 +13,7 @@ from .. import machine as machine_mod
 from .. import sandbox
 from ..config import EvalConfig
 from ..rewards import SCHEMES
-from ..tasks import get_task
+from ..tasks import format_size, get_task
 from .common import PROFILERS_HELP, PROFILE_HELP, UserError, _guard, app, console, err_console
 from .eval_cmd import _profile
 from .memory import _open_memory
@@ -437,8 +437,9 @@ def search_cmd(
 def _confirm_best(engine, best, remote: bool) -> dict | None:
     """The best kernel timed again against the naive one, in interleaved runs on this machine
     (group_timing.confirm_against_baseline): the speedup the run reports as its result. None
-    where it cannot be: no correct kernel, a cluster's run, a size set, a PyTorch task (whose
-    reference is already timed beside it, call by call)."""
+    where it cannot be: no correct kernel, a cluster's run, a size set without the task's
+    default size, a PyTorch task (whose reference is already timed beside it, call by call).
+    It is timed at the task's default size, also when the search judged a size set."""
     from ..backends import backend_for
     from ..group_timing import ROUNDS, confirm_against_baseline
     from ..outcome import Outcome
@@ -446,8 +447,11 @@ def _confirm_best(engine, best, remote: bool) -> dict | None:
         return None
     if best.op == "seed":
         return {"seed": True}
-    if remote or engine.sizes is not None or not backend_for(engine.task).separate_baseline:
+    if remote or not backend_for(engine.task).separate_baseline:
         return None
+    size = engine.task.default_size
+    if engine.sizes is not None and size not in engine.sizes:
+        return None  # (its speedups are at other sizes: another figure)
     with err_console.status("timing the best kernel against the naive one "
                             f"({ROUNDS} interleaved rounds)"):
         o = confirm_against_baseline(engine.task, best.completion,
@@ -459,7 +463,7 @@ def _confirm_best(engine, best, remote: bool) -> dict | None:
         return None
     else:
         result = {"speedup": o.speedup, "speedup_low": o.speedup_low, "rounds": ROUNDS,
-                  "faster": bool(o.speedup_low and o.speedup_low > 1)}
+                  "faster": bool(o.speedup_low and o.speedup_low > 1), "size": size}
     engine.store.event("best_confirmed", candidate=best.id, **result)
     return result
 
@@ -471,7 +475,8 @@ def _confirmed_line(confirmed: dict) -> str:
         return f"timed again against the naive kernel, it failed: {confirmed['message']}"
     verdict = ("faster than naive" if confirmed["faster"] else
                "not shown faster than naive")
-    return (f"timed again against the naive kernel in {confirmed['rounds']} interleaved runs: "
+    at = f" at {format_size(confirmed['size'])}" if "size" in confirmed else ""
+    return (f"timed again against the naive kernel{at} in {confirmed['rounds']} interleaved runs: "
             f"{confirmed['speedup']:.2f}x naive, at least {confirmed['speedup_low']:.2f}x at 95% "
             f"({verdict})")
 

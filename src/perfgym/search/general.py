@@ -6,14 +6,15 @@ past the arrays at any other size (SIGSEGV at two of the three held-out sizes). 
 hands a user is the fastest kernel that also passes the task's train sizes (odd, prime and
 non-multiple sizes: the task's own set for choosing among kernels), checked fastest first, at
 most LIMIT of them. When none passes, the result is the seed (the naive kernel, right at
-every size), or no kernel where the search has no seed (best-of-n, refine). The held-out sizes stay unseen until search.heldout judges the result.
+every size), or no kernel where the search has no seed (best-of-n, refine). The held-out
+sizes stay unseen until search.heldout judges the result.
 """
 from __future__ import annotations
 
 from ..store import Candidate
 from .engine import Engine
 
-LIMIT = 8  # kernels checked at most (each one costs an evaluation per train size)
+LIMIT = 32  # kernels checked at most (a crash costs a fraction of a second, a pass seconds)
 
 
 def general_best(engine: Engine, best: Candidate | None) -> Candidate | None:
