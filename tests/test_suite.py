@@ -184,6 +184,23 @@ def test_how_openmp_is_written_is_said_only_where_the_stage_allows_openmp():
                 assert "#pragma omp" not in prompt and "reduction" not in prompt, (op, stage)
 
 
+def test_the_coders_prompts_show_a_blocked_loop_that_ends_at_the_array_end():
+    """Every correct kernel of three no-flag coder searches ran past the arrays at a size its
+    block did not divide, under a prompt that said "correct at every size" in words: the
+    coder's prompts show the bounded loop at every stage; perfgym's stay as they were."""
+    from perfgym.models import prompt_templates
+    from perfgym.prompts import expand_prompt
+    coder = prompt_templates("coder")
+    task = get_task("dgemm")
+    naive = task.baseline.read_text()
+    for op in ("generate", "improve", "deepen", "repair", "crossover"):
+        for stage in (None, 1, 2, 4):
+            worked = expand_prompt(task, op, naive, None, stage=stage, override_dir=coder)
+            assert "i0 + 32 < M ? i0 + 32 : M" in worked, (op, stage)
+            ours = expand_prompt(task, op, naive, None, stage=stage)
+            assert "i0 + 32" not in ours and "\n\n\n\n" not in ours, (op, stage)
+
+
 def test_prompt_states_the_flags_the_harness_compiles_with():
     """At --opt O0 (the online-RL paper's clearest signal) the model must be told the compiler
     will not optimize for it, and that it may not change the flags itself."""

@@ -44,6 +44,14 @@ def openmp_example(stage: int | None, override_dir: Path | None = None) -> str:
     return template("openmp", override_dir)
 
 
+def blocking_example(override_dir: Path | None = None) -> str:
+    """How a blocked loop ends at the array's end (the `blocking` template). perfgym's own is
+    empty: its prompts say "correct at every size" in words. The coder's shows it: its blocked
+    dgemm kernels ran past the arrays at any size their block did not divide (every correct
+    kernel of three no-flag searches, docs/models/coder.md)."""
+    return template("blocking", override_dir)
+
+
 def stage_rules(stage: int | None) -> str:
     if stage is None:
         return "Any optimization technique is allowed."

@@ -107,11 +107,13 @@ class CBackend(Backend):
     def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
                stage=None, machine=None, size=None, override_dir=None, config=None,
                second: tuple[str, str] | None = None) -> str:
-        from ...prompts import compile_line, machine_facts, openmp_example, stage_rules, template
+        from ...prompts import (blocking_example, compile_line, machine_facts, openmp_example,
+                                stage_rules, template)
         fields = dict(language=self.label.split("/")[0], fence=self.fences[0],
                       description=task.description, entry=task.entry,
                       size=format_size(size or task.default_size),
                       stage_rules=stage_rules(stage), openmp=openmp_example(stage, override_dir),
+                      blocking=blocking_example(override_dir),
                       machine=machine_facts(machine),
                       headers=", ".join(sorted(self.headers)),
                       compile=compile_line(config, self.source))
