@@ -11,7 +11,9 @@ no-flag search: `-- --algo evolve --seed 2`); the JSON's `command` names them.
 The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost, is
 reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
 and its fraction of the shipped expert's, the answers' counts, the best kernel at the held-out
-sizes, the model and the machine. The best is the search's result: its fastest kernel that is
+sizes, the model and the machine; `confirmed`, the best timed again against the naive kernel
+at the default size in interleaved runs (after a `--sizes train` search, `best_speedup` is the
+geometric mean over those sizes). The best is the search's result: its fastest kernel that is
 also right at the train sizes; a faster one that is not is `fastest_at_search_size`, and the
 kernels passed over are `passed_over`.
 """
@@ -54,6 +56,7 @@ def main() -> None:
            "model_fetch_seconds": round(fetch_seconds, 1), "model": model_identity(model),
            "machine": cpu_model(), "best_id": result["best_id"],
            "best_speedup": best.get("speedup"), "best_gflops": best.get("gflops"),
+           "confirmed": result.get("confirmed"),
            "best_message": best.get("message"), "expert_gflops": expert,
            "fraction_of_expert": (best["gflops"] / expert if expert and best.get("gflops")
                                   else None),
