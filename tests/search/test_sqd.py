@@ -149,11 +149,13 @@ def test_the_no_flag_search_repairs_nothing_and_draws_while_its_budget_lasts():
 
 def test_a_no_flag_run_resumes_with_the_settings_it_was_started_with():
     from perfgym.cli.search import as_started
-    now = {"task": "dgemm", "ratios": [0.4, 0.3, 0.0], "restarts": 12, "budget_minutes": 12.0}
+    now = {"task": "dgemm", "ratios": [0.4, 0.3, 0.0], "restarts": 12, "budget_minutes": 12.0,
+           "sizes": "train"}
     before_restarts = {"task": "dgemm", "ratios": [0.4, 0.3, 0.3]}
     assert as_started(now, before_restarts) == before_restarts
     three_draws = {**before_restarts, "restarts": 3, "budget_minutes": 12.0}
-    assert as_started(now, three_draws) == three_draws
+    assert as_started(now, three_draws) == three_draws  # judged at the default size alone
+    assert as_started(now, now) == now
     # only the no-flag settings are taken from the run: any other difference stays one
     other_task = {**three_draws, "task": "dgemv"}
     assert as_started(now, other_task) != other_task

@@ -29,9 +29,14 @@ NO_FLAG_BUDGET_MINUTES = 12.0
 # (docs/models/coder.md)
 RATIOS = "0.4,0.3,0.3"
 NO_FLAG_RATIOS = "0.4,0.3,0"
+# Every answer of the no-flag search is judged at the task's train sizes (odd, prime and
+# non-multiple sizes), so a kernel right at one size alone is no parent: every correct kernel
+# of three searches judged at dgemm-256 alone ran past the arrays at other sizes
+NO_FLAG_SIZES = "train"
 
 
-NO_FLAG_KEYS = ("ratios", "restarts", "budget_minutes")  # what the no-flag search sets
+NO_FLAG_KEYS = ("ratios", "restarts", "budget_minutes", "sizes")  # what the no-flag search
+# sets (all but the ratios only when it sets them)
 
 
 def sqd_defaults(no_flag: bool, ratios: str | None, restarts: int | None,
@@ -50,7 +55,7 @@ def sqd_defaults(no_flag: bool, ratios: str | None, restarts: int | None,
 def as_started(config: dict, started_with: dict) -> dict:
     """`config` with the no-flag settings a resumed no-flag run was started with, whatever the
     no-flag defaults are now (a run from before restarts has none: one draw)."""
-    kept = {k: v for k, v in config.items() if k not in ("restarts", "budget_minutes")}
+    kept = {k: v for k, v in config.items() if k not in NO_FLAG_KEYS or k == "ratios"}
     kept.update({k: started_with[k] for k in NO_FLAG_KEYS if k in started_with})
     return kept
 
@@ -271,6 +276,10 @@ def search_cmd(
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
     t = get_task(task)
+    sizes_by_default = sizes is None
+    if (sizes is None and no_flag_sqd and not group_timing and not ray_address
+            and len(t.sizes("train")) > 1):
+        sizes = NO_FLAG_SIZES
     try:
         ratio_values = tuple(float(x) for x in ratios.split(","))
         stage_values = tuple(int(x) for x in stages.split(","))
@@ -342,10 +351,12 @@ def search_cmd(
             started_with["model"] = model_name  # (runs from before the name was recorded)
         if started_with and "model_id" in config and "model_id" not in started_with:
             started_with["model_id"] = config["model_id"]  # (runs from before it was)
-        if started_with and no_flag_sqd and restarts_by_default and ratios_by_default:
+        if (started_with and no_flag_sqd and restarts_by_default and ratios_by_default
+                and sizes_by_default):
             config = as_started(config, started_with)
             restarts, budget_minutes = config.get("restarts", 1), config.get("budget_minutes")
             ratio_values = tuple(config["ratios"])
+            size_set = _search_sizes(t, config.get("sizes"))
         if started_with not in (None, config):
             raise UserError(f"{run_dir} was started with other settings; resume with the "
                             "same options (see `perfgym report`)")
