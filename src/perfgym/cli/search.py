@@ -35,8 +35,9 @@ NO_FLAG_RATIOS = "0.4,0.3,0"
 NO_FLAG_SIZES = "train"
 
 
-NO_FLAG_KEYS = ("ratios", "restarts", "budget_minutes", "sizes")  # what the no-flag search
-# sets (all but the ratios only when it sets them)
+# The config keys the no-flag search sets ("ratios" is in every config, the others only where
+# they are set)
+NO_FLAG_KEYS = ("ratios", "restarts", "budget_minutes", "sizes")
 
 
 def sqd_defaults(no_flag: bool, ratios: str | None, restarts: int | None,
@@ -55,7 +56,7 @@ def sqd_defaults(no_flag: bool, ratios: str | None, restarts: int | None,
 def as_started(config: dict, started_with: dict) -> dict:
     """`config` with the no-flag settings a resumed no-flag run was started with, whatever the
     no-flag defaults are now (a run from before restarts has none: one draw)."""
-    kept = {k: v for k, v in config.items() if k not in NO_FLAG_KEYS or k == "ratios"}
+    kept = {k: v for k, v in config.items() if k not in NO_FLAG_KEYS}
     kept.update({k: started_with[k] for k in NO_FLAG_KEYS if k in started_with})
     return kept
 
