@@ -12,8 +12,9 @@ The model is fetched before the clock starts (`perfgym model fetch`, the first u
 reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
 and its fraction of the shipped expert's, the answers' counts, the best kernel at the held-out
 sizes, the model and the machine; `confirmed`, the best timed again against the naive kernel
-at the default size in interleaved runs (after a `--sizes train` search, `best_speedup` is the
-geometric mean over those sizes). The best is the search's result: its fastest kernel that is
+at the default size in interleaved runs (after a search judged at a size set, as the no-flag
+one is, `best_speedup` and `best_gflops` are the best's figures at the default size). The best
+is the search's result: its fastest kernel that is
 also right at the train sizes; a faster one that is not is `fastest_at_search_size`, and the
 kernels passed over are `passed_over`.
 """
