@@ -113,7 +113,7 @@ class CBackend(Backend):
                       description=task.description, entry=task.entry,
                       size=format_size(size or task.default_size),
                       stage_rules=stage_rules(stage), openmp=openmp_example(stage, override_dir),
-                      blocking=blocking_example(override_dir),
+                      blocking=blocking_example(stage, override_dir),
                       machine=machine_facts(machine),
                       headers=", ".join(sorted(self.headers)),
                       compile=compile_line(config, self.source))
