@@ -54,8 +54,10 @@ def main() -> None:
     best = result["best"] or {}
     # a search judged at a size set: the best's own figures at the default size, as the
     # expert's
+    from perfgym import get_task
+    default_size = get_task("dgemm").default_size
     best = next((dict(best, **part) for part in best.get("per_size", [])
-                 if part.get("sizes") == DEFAULT_SIZE), best)
+                 if part.get("sizes") == default_size), best)
     expert = expert_gflops(best.get("sizes"))
     out = {"command": " ".join(["perfgym search", *flags]), "wall_seconds": round(wall, 1),
            "model_fetch_seconds": round(fetch_seconds, 1), "model": model_identity(model),
@@ -84,9 +86,6 @@ def heldout_rows(run_dir: Path) -> list:
         return [row for _, _, data in store.events("heldout") for row in data["rows"]]
     finally:
         store.close()
-
-
-DEFAULT_SIZE = {"M": 256, "N": 256, "K": 256}  # dgemm's, where the no-flag search runs
 
 
 def expert_gflops(size) -> float | None:

@@ -88,8 +88,8 @@ CODER_SAMPLING = {"temperature": 0.3, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
 # per minute on a 2-core CPU: the 135M default model never wrote a correct dgemm (0 of 16
 # one-shot answers, 0 of 60 in three searches); the coder's one-shot answers beat the naive
 # kernel on 10 of 13 tasks (default_yield.json, setting coder) and its no-flag search reached
-# 4.71x on dgemm in 236 s (since, 14 seeded SQD draws, 7 with its own prompts and 7 with
-# perfgym's, reached 3x in 10: search_draws.json). $PERFGYM_SEARCH_MODEL overrides it (the
+# 4.71x on dgemm in 236 s (judged at 256 alone; judged at the train sizes too, its no-flag
+# search reached 3.01x: first_search.json). $PERFGYM_SEARCH_MODEL overrides it (the
 # tests keep the 135M model: no 1.1 GB fetch).
 SEARCH_DEFAULT_MODEL = "coder"
 

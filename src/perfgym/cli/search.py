@@ -24,9 +24,9 @@ from .memory import _open_memory
 NO_FLAG_RESTARTS = 12
 NO_FLAG_BUDGET_MINUTES = 12.0
 # SQD's shares (deepen, improve, repair). The no-flag search repairs nothing: the coder's
-# repairs fixed 0 of 64 wrong kernels, and a draw without them costs half as much, so the
-# budget holds twice the improves of the seed, which is where its fast kernels come from
-# (docs/models/coder.md)
+# repairs fixed 0 of 64 wrong kernels, and a draw that finds nothing is then 16 answers, not
+# 36, so the budget holds more draws, each with its 12 improves of the seed, where its fast
+# kernels come from (docs/models/coder.md)
 RATIOS = "0.4,0.3,0.3"
 NO_FLAG_RATIOS = "0.4,0.3,0"
 # Every answer of the no-flag search is judged at the task's train sizes (odd, prime and
