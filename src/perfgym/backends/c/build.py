@@ -468,7 +468,7 @@ def make_inputs(task: Task, size: dict[str, int], rng: np.random.Generator) -> d
         shape = task.shape(a.name, size)
         low, high = task.bounds(a.name, size)
         if a.dtype.startswith("float"):
-            arrays[a.name] = rng.uniform(low, high, size=shape).astype(a.dtype)
+            arrays[a.name] = rng.uniform(low, high, size=shape).astype(a.dtype, copy=False)
         elif a.dtype.startswith("complex"):
             arrays[a.name] = (rng.uniform(low, high, size=shape) +
                               1j * rng.uniform(low, high, size=shape)).astype(a.dtype)
