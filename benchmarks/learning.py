@@ -64,13 +64,13 @@ EVAL_OVERRIDES = {"threads": 1}
 MEASURE_OVERRIDES = {**EVAL_OVERRIDES, "timeout": 3.0, "max_time": 0.5}
 SFT = {"lora": True, "lora_r": 64, "lora_alpha": 128, "lora_dropout": 0.0,
        "learning_rate": 5e-4, "batch_size": 3, "max_length": 1536, "max_steps": 12,
-       "warmup_steps": 0, "bf16": True}
+       "warmup_steps": 0, "bf16": "auto"}
 GRPO = {"mode": "fixed", "task": ",".join(TRAIN_TASKS), "prompt_op": "improve",
         "answer_start": True, "engine": "openvino", "fixed_prompts": len(TRAIN_TASKS),
         "G": 4, "groups_per_step": len(TRAIN_TASKS), "learning_rate": 5e-4, "lora": True,
         "lora_r": 16, "lora_alpha": 32, "beta": 0.0, "reward": "tiered",
         "max_completion_length": 384, "temperature": 0.7, "top_p": 0.95,
-        "gradient_checkpointing": False, "bf16": True, "micro_batch": 2, "save_steps": 2,
+        "gradient_checkpointing": False, "bf16": "auto", "micro_batch": 2, "save_steps": 2,
         "eval_overrides": EVAL_OVERRIDES}
 
 

@@ -19,7 +19,7 @@ from . import machine
 from .backends import Prepared, backend_for, backend_for_answer
 from .cache import OutcomeCache, cache_key
 from .config import EvalConfig
-from .outcome import Outcome, Status
+from .outcome import CHECK_ONLY, Outcome, Status
 from .tasks import Task
 
 __all__ = ["Prepared", "baseline", "baseline_key", "evaluate", "finish", "measure", "ok_message",
@@ -118,7 +118,8 @@ def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcom
     """Add the speedup over the task's baseline (`base`, when the caller has timed it for a
     batch), a one-line message, and cache the result."""
     backend = p.backend or backend_for(p.task)
-    if outcome.ok and p.config.compare_baseline and backend.separate_baseline:
+    if outcome.ok and outcome.timing and p.config.compare_baseline and \
+            backend.separate_baseline:
         base = base or recent_baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median
@@ -132,7 +133,7 @@ def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcom
     if outcome.ok and not outcome.message:
         outcome.message = ok_message(outcome)
     outcome.elapsed = time.monotonic() - p.started
-    if p.key:
+    if p.key and CHECK_ONLY not in outcome.flags:  # (an untimed verdict is not the answer's)
         outcome_cache().put(p.key, outcome)
     return outcome
 
@@ -148,7 +149,8 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     """The task's baseline kernel at the same size and flags (cached like any candidate, and
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
     the load)."""
-    cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=())
+    cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=(),
+                         extra={k: v for k, v in config.extra.items() if k != CHECK_ONLY})
     text = task.baseline.read_text()
     base = evaluate(task, text, size, cfg)
     for _ in range(BASELINE_RETRIES):

@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .config import EvalConfig
-from .outcome import Outcome, sign_test_rank
+from .outcome import CHECK_ONLY, Outcome, sign_test_rank
 from .tasks import Task
 
 ROUNDS = 5  # a sign test over 5 paired rounds bounds the median at 97% with the smallest ratio
@@ -33,6 +33,36 @@ ALPHA = 0.05
 # are verified again in the timed run, so the rounds could do without it; measured, that saves
 # nothing (benchmarks/group_timing_cost.py: 1.00x), and one protocol for every run is simpler.
 CHECK_CALL_IN_ROUNDS = True
+
+
+def judge_in_groups(tasks: Sequence[Task], texts: Sequence[str], configs: Sequence[EvalConfig],
+                    group_size: int,
+                    judge: Callable[[list[int], list[EvalConfig]], list[Outcome]]
+                    ) -> list[Outcome]:
+    """Every answer judged, and the correct C-family answers of each group (consecutive
+    `group_size` answers, one task) timed against each other (retime_group). An answer the
+    rounds time is not timed alone first: a first pass judges every answer up to its check
+    call (CHECK_ONLY), the rounds then judge the correct ones in full, five times over, and an
+    answer they did not time (the one correct answer of its group, or one whose baseline failed
+    the rounds) is judged alone in full after them. `judge(indices, configs)` judges those
+    answers with those configs, in one batch, and returns their Outcomes in that order."""
+    from .backends import backend_for
+    first = [check_only(c) if backend_for(t).separate_baseline else c
+             for t, c in zip(tasks, configs)]
+    outcomes = judge(list(range(len(texts))), first)
+    for g in range(0, len(texts), group_size):
+        outcomes[g:g + group_size] = retime_group(tasks[g], texts[g:g + group_size],
+                                                  outcomes[g:g + group_size], configs[g])
+    rest = [i for i, o in enumerate(outcomes) if CHECK_ONLY in o.flags]
+    if rest:
+        for i, o in zip(rest, judge(rest, [configs[i] for i in rest])):
+            outcomes[i] = o
+    return outcomes
+
+
+def check_only(config: EvalConfig) -> EvalConfig:
+    """`config` judging up to the check call (CHECK_ONLY), with no baseline to time."""
+    return config.replace(compare_baseline=False, extra={**config.extra, CHECK_ONLY: True})
 
 
 def confirm_against_baseline(task: Task, text: str, outcome: Outcome, config: EvalConfig,
@@ -66,7 +96,8 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
     size = dict(size or task.default_size)
     # each round times every member once: the round's share of the usual timing budget
     cfg = config.replace(use_cache=False, max_time=max(config.max_time / rounds, 0.05),
-                         extra={**config.extra, "check_first": CHECK_CALL_IN_ROUNDS})
+                         extra={**config.extra, "check_first": CHECK_CALL_IN_ROUNDS,
+                                CHECK_ONLY: False})
     # an answer written twice in a group (22% of the group-timed answers of a learning run)
     # is one kernel: built and timed once a round, and the same rounds judge every copy
     first_with: dict[str, int] = {}

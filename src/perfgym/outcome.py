@@ -103,6 +103,13 @@ def _cv(xs: list[float]) -> float:
     return var**0.5 / mean if mean > 0 else 0.0
 
 
+# A config's extra[CHECK_ONLY]: a C-family kernel is judged up to its check call and not timed
+# (an Outcome OK with this flag, no timing, never cached). Group timing's first pass: a kernel
+# its group's rounds time gets no timed run alone, whose figures the rounds would replace
+# (perfgym.group_timing.judge_in_groups).
+CHECK_ONLY = "check_only"
+
+
 @dataclass
 class Outcome:
     """Everything one evaluation found. Serializes to JSON with `to_dict`."""

@@ -83,8 +83,9 @@ def train_grpo(
     turn_return: str = typer.Option("best", help="a trajectory's reward: best, last or "
                                     "discounted (a repeated kernel adds nothing)"),
     gamma: float = typer.Option(0.4, help="the discount of --turn-return discounted"),
-    bf16: bool = typer.Option(False, help="bf16 autocast for the update (2x on an AVX-512 "
-                              "BF16 CPU)"),
+    bf16: str = typer.Option("auto", help="bf16 autocast for the update: auto (where the "
+                             "hardware computes bf16: AVX512_BF16 or AMX, 2x FP32; elsewhere "
+                             "it is emulated, far slower), on or off"),
     micro_batch: Optional[int] = typer.Option(None, help="completions per forward and "
                                               "backward (the step's batch is accumulated)"),
     shared_prefix: bool = typer.Option(True, "--shared-prefix/--no-shared-prefix",
@@ -104,6 +105,9 @@ def train_grpo(
     from ..train import grpo
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
+    from ..cpuinfo import BF16_CHOICES
+    if bf16 not in BF16_CHOICES:
+        raise UserError(f"--bf16 {bf16!r} is not one of {', '.join(BF16_CHOICES)}")
     if engine is None and server_url:
         engine = "server"
     if engine is None:

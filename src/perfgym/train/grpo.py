@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import EvalConfig
+from ..cpuinfo import use_bf16
 from ..executors import evaluate_many
 from ..multisize import evaluate_folded
 from ..outcome import Outcome, Status
@@ -72,9 +73,11 @@ class GRPOSettings:
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     # TRL's default trades compute for memory; a small model on a CPU has memory to spare
     gradient_checkpointing: bool = True
-    # bf16 autocast for the update: measured 2x faster forward+backward on an AVX-512 CPU (the
-    # weights and the optimizer stay FP32; the engine still samples from FP32 weights)
-    bf16: bool = False
+    # bf16 autocast for the update: "auto" (where the hardware computes bf16: measured 2x
+    # faster forward+backward with AVX512_BF16, and emulated, far slower than FP32, on an AVX2
+    # CPU; cpuinfo.use_bf16), "on" or "off". The weights and the optimizer stay FP32; the
+    # engine still samples from FP32 weights.
+    bf16: bool | str = "auto"
     # completions per forward/backward; the step's batch is accumulated over micro-batches (one
     # generation call, one optimizer step). None: the whole batch at once. On a CPU, 20
     # completions of ~1,100 tokens at once took > 23 GB of activations (killed)
@@ -213,20 +216,23 @@ class PerfgymReward:
         # stop string), after perfgym's opening
         texts = [full_answer(opening, closed(t)) if opening else t
                  for t, (_, opening) in zip(texts, tasks)]
-        outcomes: list[Outcome | None] = [None] * n
-        for task in {t.name: t for t, _ in tasks}.values():  # one evaluation batch per task
-            mine = [i for i in range(n) if tasks[i][0].name == task.name]
-            judged = evaluate_folded(task, [(texts[i], self.eval_config.replace(stage=stages[i]))
-                                            for i in mine], self.sizes,
-                                     executor=self.executor)
-            for i, o in zip(mine, judged):
-                outcomes[i] = o
+        configs = [self.eval_config.replace(stage=s) for s in stages]
+
+        def judge(indices: list[int], cfgs: list[EvalConfig]) -> list[Outcome]:
+            judged: dict[int, Outcome] = {}
+            for task in {tasks[i][0].name: tasks[i][0] for i in indices}.values():
+                mine = [k for k, i in enumerate(indices) if tasks[i][0].name == task.name]
+                for k, o in zip(mine, evaluate_folded(
+                        task, [(texts[indices[k]], cfgs[k]) for k in mine], self.sizes,
+                        executor=self.executor)):  # one evaluation batch per task
+                    judged[k] = o
+            return [judged[k] for k in range(len(indices))]
+
         if self.group_timing:
-            from ..group_timing import retime_group
-            for g in range(0, n, self.G):
-                outcomes[g:g + self.G] = retime_group(
-                    tasks[g][0], texts[g:g + self.G], outcomes[g:g + self.G],
-                    self.eval_config.replace(stage=stages[g]))
+            from ..group_timing import judge_in_groups
+            outcomes = judge_in_groups([t for t, _ in tasks], texts, configs, self.G, judge)
+        else:
+            outcomes = judge(list(range(n)), configs)
         rewards: list[float] = []
         for g in range(0, n, self.G):  # consecutive completions of one prompt form a group
             rewards += neutral_for_refused(score(self.scheme, outcomes[g:g + self.G],
@@ -416,7 +422,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     out = Path(settings.output_dir)
     store = RunStore(out)
     store.set_config({"kind": "grpo", **{k: v for k, v in asdict(settings).items()
-                                         if k != "eval_overrides"}})
+                                         if k != "eval_overrides"},
+                      "bf16_used": use_bf16(settings.bf16)})  # ("auto" resolved here)
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(settings.model_path)
     if model is None:
@@ -502,7 +509,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         use_vllm=settings.vllm is not None,
         vllm_mode=settings.vllm or "colocate", vllm_server_base_url=settings.vllm_server_url,
         shuffle_dataset=False, use_cpu=not _cuda(),
-        gradient_checkpointing=settings.gradient_checkpointing, bf16=settings.bf16,
+        gradient_checkpointing=settings.gradient_checkpointing, bf16=use_bf16(settings.bf16),
         disable_dropout=True)  # the model's own dropout too (see lora_dropout)
     peft_config = None
     if settings.lora:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cpuinfo import use_bf16
 from .pairs import Pair, read_pairs
 
 SFT_PROMPT = """Here is a {language} kernel ({benchmark}: {description}). Write a faster version \
@@ -34,7 +35,9 @@ class SFTSettings:
     epochs: float = 8.0
     warmup_steps: int = 100
     max_steps: int = -1  # > 0 overrides epochs
-    bf16: bool = False  # autocast: about 2x faster on a CPU with AVX-512 BF16 (measured)
+    # autocast: "auto" where the hardware computes bf16 (about 2x faster with AVX512_BF16,
+    # measured; emulated on an AVX2 CPU, far slower than FP32: cpuinfo.use_bf16), "on", "off"
+    bf16: bool | str = "auto"
     seed: int = 42
 
 
@@ -103,7 +106,7 @@ def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
         num_train_epochs=settings.epochs, max_steps=settings.max_steps,
         warmup_steps=warmup, optim="adamw_torch", seed=settings.seed,
         logging_steps=1, save_strategy="no", report_to=[],
-        use_cpu=not torch.cuda.is_available(), completion_only_loss=True, bf16=settings.bf16)
+        use_cpu=not torch.cuda.is_available(), completion_only_loss=True, bf16=use_bf16(settings.bf16))
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
@@ -118,7 +121,8 @@ def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset,
                          processing_class=tokenizer, peft_config=peft_config)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "settings.json").write_text(__import__("json").dumps(asdict(settings), indent=2))
+    (out / "settings.json").write_text(__import__("json").dumps(
+        {**asdict(settings), "bf16_used": use_bf16(settings.bf16)}, indent=2))
     return trainer
 
 

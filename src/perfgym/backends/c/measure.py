@@ -13,7 +13,7 @@ import numpy as np
 from ... import machine
 from ...config import EvalConfig
 from ...lane import LANE
-from ...outcome import Outcome, Status, Timing
+from ...outcome import CHECK_ONLY, Outcome, Status, Timing
 from ...tasks import Task, format_size
 from ...verify import compare, reference_outputs, sample_points
 from .. import Prepared
@@ -79,10 +79,12 @@ def measure(p: Prepared, outcome) -> Outcome:
             # the input sets' references are computed while the check call runs (never during
             # the timed run: joined before it), and the timed run's harness starts beside it
             ahead = _ReferencesAhead(task, size, config, inputs, refs)
+            untimed = config.extra.get(CHECK_ONLY)  # (no timed run to start beside it)
             with LANE.shared():
-                prestarted = PrestartedRun(p)
+                prestarted = None if untimed else PrestartedRun(p)
                 ran = _run_harness(p, order, outcome, check_only=True)
-                prestarted.wait_ready()  # its start-up is over before another kernel is timed
+                if prestarted is not None:  # its start-up is over before another kernel is timed
+                    prestarted.wait_ready()
             ahead.join()
             if isinstance(ran, Outcome):
                 return ran
@@ -91,6 +93,9 @@ def measure(p: Prepared, outcome) -> Outcome:
             verdict_msg, max_error = _verify(task, size, config, first, rng, refs)
             if verdict_msg:
                 return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
+            if untimed:  # timed next, in its group's rounds
+                return outcome(Status.OK, "right on the check call (timed in its group's "
+                               "rounds)", max_error=max_error, flags=[CHECK_ONLY])
             for stale in ["result.txt", *(f.name for f in p.workdir.glob("out1_*.bin"))]:
                 (p.workdir / stale).unlink(missing_ok=True)
         ran, load, rundir = _timed_run(p, order, outcome, prestarted)
