@@ -23,29 +23,13 @@ def test_interleaved_rounds_in_the_lanes_order_a_wrong_answer_left_out(monkeypat
     assert [o.status for o in alone] == [Status.OK, Status.WRONG_ANSWER, Status.OK]
 
     # what held the exclusive lane, in order: the lane's own record, by kernel source
-    from perfgym.backends.c import CBackend
-    entered, current = [], {"code": None}
-    original_lane, original_measure = LANE.exclusive, CBackend.measure
-
-    @contextmanager
-    def recording():
-        entered.append(current["code"])
-        with original_lane():
-            yield
-
-    def measure(self, p, outcome):
-        current["code"] = p.code
-        return original_measure(self, p, outcome)
-    monkeypatch.setattr(LANE, "exclusive", recording)
-    monkeypatch.setattr(CBackend, "measure", measure)
+    lane_runs = _lane_runs(monkeypatch)
 
     order = []
     judged = retime_group(task, texts, alone, CONFIG, rounds=5, order=order)
     assert order == ["baseline", "0", "2"] * 5
     source = {"baseline": naive, "0": texts[0], "2": texts[2]}
-    # (a timed run that a neighbour disturbed is run again at once: one kernel, twice in a row)
-    runs = [code for k, code in enumerate(entered) if k == 0 or entered[k - 1] != code]
-    assert runs == [source[label] for label in order], \
+    assert lane_runs() == [source[label] for label in order], \
         "the timer's order is not the order the lane was taken in"
 
     assert judged[1] is alone[1]  # the wrong answer: as it was judged alone
