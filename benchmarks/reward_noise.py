@@ -12,6 +12,13 @@ than naive) agrees with the majority order. Finally the order of two
 kernels about 10% apart (dgemm's naive kernel against a copy that computes the first eighth of
 its rows twice, `--close` repeats): one at a time, and in group timing.
 
+Every built-in expert kernel is OpenMP, every naive one serial, so an expert's time also
+depends on how much of a second core the machine gives: before and after each task a probe
+times the same arithmetic on one thread and split over two (`two_thread_scaling`, 2.0 on two
+free cores). On a virtual machine whose host is busy that ratio moved between 0.95 and 2.3 from
+one run to the next (a 2-core AMD EPYC under KVM), which no timing protocol inside the guest can
+take out. `--threads 1` times every kernel on one thread, which separates the two causes.
+
 Prints the worst task's CV (`max_cv`) for each way and writes every figure with `--json`.
 """
 from __future__ import annotations
@@ -20,14 +27,56 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+SCALING_PROBE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+                          return t.tv_sec + t.tv_nsec * 1e-9; }
+static double work(long n) { double s = 0; for (long i = 0; i < n; i++) s += s * 1e-9 + i * 1e-7;
+                             return s; }
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 5;
+  volatile double sink = 0;
+  for (int r = 0; r < reps; r++) {
+    double t[3];
+    for (int th = 1; th <= 2; th++) {
+      double t0 = now();
+#pragma omp parallel num_threads(th)
+      { double s = work(20000000L / th);
+#pragma omp atomic
+        sink += s; }
+      t[th] = now() - t0;
+    }
+    printf("%.4f\n", t[1] / t[2]);
+  }
+  return 0;
+}
+"""
 
 
 def cv(xs: list[float]) -> float:
     return statistics.pstdev(xs) / statistics.fmean(xs) if len(xs) > 1 and statistics.fmean(xs) \
         else 0.0
+
+
+def scaling_probe() -> Path:
+    """The probe's binary (one-thread time over two-thread time of the same serial chain)."""
+    tmp = Path(tempfile.mkdtemp(prefix="perfgym-scaling-"))
+    (tmp / "probe.c").write_text(SCALING_PROBE)
+    subprocess.run(["gcc", "-O2", "-fopenmp", "probe.c", "-o", "probe"], cwd=tmp, check=True)
+    return tmp / "probe"
+
+
+def two_thread_scaling(probe: Path, reps: int = 5) -> list[float]:
+    out = subprocess.run([str(probe), str(reps)], capture_output=True, text=True, check=True)
+    return [float(x) for x in out.stdout.split()]
 
 
 def main() -> None:
@@ -36,13 +85,16 @@ def main() -> None:
     ap.add_argument("--close", type=int, default=10)
     ap.add_argument("--tasks", default="all")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OpenMP threads for every kernel (default: every core)")
     args = ap.parse_args()
     from perfgym import EvalConfig, evaluate, get_task
     from perfgym.group_timing import retime_group
     from perfgym.machine import cpu_model
     from perfgym.tasks import builtin_names
     names = builtin_names() if args.tasks == "all" else args.tasks.split(",")
-    config = EvalConfig(use_cache=False)
+    config = EvalConfig(use_cache=False, threads=args.threads)
+    probe = scaling_probe()
     rows = {}
     started = time.monotonic()
     for name in names:
@@ -51,6 +103,7 @@ def main() -> None:
             continue
         kernels = {"naive": "/* the naive kernel, evaluated as an answer */\n"
                             + task.baseline.read_text(), "expert": task.expert.read_text()}
+        scaling = two_thread_scaling(probe)
         alone = {k: [] for k in kernels}
         alone_speedup = []
         for _ in range(args.repeats):
@@ -78,7 +131,9 @@ def main() -> None:
                         grouped_speedup.append(o.speedup)
             if all(o.ok for o in judged):
                 order.append(judged[1].timing.median < judged[0].timing.median)
+        scaling += two_thread_scaling(probe)
         rows[name] = {
+            "two_thread_scaling": scaling,
             "expert_speedup_cv": {"alone": cv(alone_speedup), "grouped": cv(grouped_speedup)},
             "expert_speedups": {"alone": alone_speedup, "grouped": grouped_speedup},
             "alone_cv": {k: cv(v) for k, v in alone.items()},
@@ -92,9 +147,11 @@ def main() -> None:
               f"{rows[name]['grouped_cv']['naive']:.1%} expert "
               f"{rows[name]['grouped_cv']['expert']:.1%}; expert speedup CV alone "
               f"{rows[name]['expert_speedup_cv']['alone']:.1%} grouped "
-              f"{rows[name]['expert_speedup_cv']['grouped']:.1%} "
+              f"{rows[name]['expert_speedup_cv']['grouped']:.1%}; two-thread scaling "
+              f"{min(scaling):.2f}-{max(scaling):.2f} "
               f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
     result = {"machine": cpu_model(), "cores": os.cpu_count(), "repeats": args.repeats,
+              "threads": config.n_threads,
               "tasks": rows,
               "max_cv": {"alone": max(max(r["alone_cv"].values()) for r in rows.values()),
                          "grouped": max(max(r["grouped_cv"].values()) for r in rows.values())},
