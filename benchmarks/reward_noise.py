@@ -150,6 +150,9 @@ def main() -> None:
               f"{rows[name]['expert_speedup_cv']['grouped']:.1%}; two-thread scaling "
               f"{min(scaling):.2f}-{max(scaling):.2f} "
               f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
+        if args.json:  # every finished task's samples kept, should the run be cut short
+            Path(args.json).write_text(json.dumps({"partial": True, "threads": config.n_threads,
+                                                   "tasks": rows}, indent=1) + "\n")
     result = {"machine": cpu_model(), "cores": os.cpu_count(), "repeats": args.repeats,
               "threads": config.n_threads,
               "tasks": rows,

@@ -155,3 +155,51 @@ def test_the_timed_runs_limit_counts_from_the_word_not_from_its_start(dgemm, fas
     _, o = run(dgemm, later, fast.replace(timeout=2.0))
     assert o.status is Status.TIMEOUT, o.message
     assert time.monotonic() - started < 20
+
+
+# ---- a run that stops after the check call makes the first input set only ----------------------
+
+def test_a_check_only_run_makes_one_input_set_and_cannot_be_timed_on_it(dgemm, fast,
+                                                                       monkeypatch):
+    """A first pass (CHECK_ONLY) makes and writes only the set its check call uses. Its
+    manifest names /dev/null for the second set, so the whole protocol on that manifest ends
+    unable to read its inputs: it is never timed, or checked a second time, on the first set
+    again."""
+    import numpy as np
+
+    from perfgym.backends.c import build as cbackend
+    from perfgym.outcome import CHECK_ONLY
+    written = []
+    real_write = cbackend.write_manifest
+
+    def write_manifest(task, size, inputs, config, workdir, seed):
+        real_write(task, size, inputs, config, workdir, seed)
+        written.append((len(inputs.sets), sorted(f.name for f in workdir.glob("in*_*.bin"))))
+    monkeypatch.setattr(cbackend, "write_manifest", write_manifest)
+    p, o = run(dgemm, kernel(), fast.replace(extra={CHECK_ONLY: True}))
+    assert o.status is Status.OK and CHECK_ONLY in o.flags, o.message
+    assert written == [(1, ["in1_0.bin", "in1_1.bin"])]  # A and B of set 1 only
+    assert "run" not in p.seconds  # no timed run
+    p, o = run(dgemm, kernel(), fast)  # a whole evaluation makes both
+    assert o.status is Status.OK and written[1] == (2, ["in1_0.bin", "in1_1.bin", "in2_0.bin",
+                                                        "in2_1.bin"])
+    monkeypatch.undo()
+
+    p = prepare(dgemm, kernel(), {"M": 32, "N": 32, "K": 32}, fast)
+    try:
+        one = cbackend.InputSets([cbackend.make_inputs(dgemm, p.size, np.random.default_rng(2))])
+        cbackend.write_manifest(dgemm, p.size, one, fast, p.workdir, 7)
+        assert "/dev/null" in (p.workdir / "manifest.txt").read_text()
+        checked = cbackend.run(dgemm, p.size, fast, p.workdir, check_only=True)
+        assert checked.returncode == 0 and (p.workdir / "out1_2.bin").exists(), checked.stderr
+        whole = cbackend.run(dgemm, p.size, fast, p.workdir)
+        assert whole.returncode != 0 and "cannot read an input file" in whole.stderr
+        assert not (p.workdir / "out2_2.bin").exists()
+    finally:
+        p.backend.cleanup(p)
+
+
+def test_a_check_only_run_still_refuses_a_wrong_answer(dgemm, fast):
+    from perfgym.outcome import CHECK_ONLY
+    _, o = run(dgemm, kernel(bias="+ 1e-3"), fast.replace(extra={CHECK_ONLY: True}))
+    assert o.status is Status.WRONG_ANSWER and CHECK_ONLY not in o.flags

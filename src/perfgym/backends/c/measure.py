@@ -64,7 +64,9 @@ def measure(p: Prepared, outcome) -> Outcome:
 
     seed = config.seed if config.seed is not None else secrets.randbits(63)
     rng = np.random.default_rng(seed)
-    inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng) for _ in range(2)])
+    untimed = config.extra.get(CHECK_ONLY)  # judged up to the check call, which uses set 1 only
+    inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng)
+                                 for _ in range(1 if untimed else 2)])
     cbackend.write_manifest(task, size, inputs, config, p.workdir, int(rng.integers(1, 2**62)))
     order = cbackend.pointer_order(task)
 
@@ -79,8 +81,7 @@ def measure(p: Prepared, outcome) -> Outcome:
             # the input sets' references are computed while the check call runs (never during
             # the timed run: joined before it), and the timed run's harness starts beside it
             ahead = _ReferencesAhead(task, size, config, inputs, refs)
-            untimed = config.extra.get(CHECK_ONLY)  # (no timed run to start beside it)
-            with LANE.shared():
+            with LANE.shared():  # (untimed: no timed run to start beside it)
                 prestarted = None if untimed else PrestartedRun(p)
                 ran = _run_harness(p, order, outcome, check_only=True)
                 if prestarted is not None:  # its start-up is over before another kernel is timed
