@@ -435,7 +435,7 @@ int main(int argc, char **argv) {
 
     /* The chosen timed call's state is copied into the snapshots: their pages are touched
      * here, before the timed loop, so that round does not also pay their first-touch faults
-     * (64 MB of fresh memory took 25-250 ms on a VM, charged to the CPU time the parent's
+     * (64 MB of fresh memory took 50-250 ms on a VM, charged to the CPU time the parent's
      * witness allows the timed calls: evaluate.cross_check). */
     for (int i = 0; i < n_arrays; i++) {
         memset(arrays[i].snapshot, 0, arrays[i].bytes);
