@@ -18,11 +18,16 @@ its forward and backward). Variants, each timed in this one run over the same ba
   shared4         the shared-prefix update, micro-batches of one group
   no_dropout      shared4 without LoRA dropout (GRPO's default since: the engine samples from
                   the dropout-free policy)
-  trimmed         no_dropout with each group cut to its own longest completion (what GRPO
-                  now runs)
+  trimmed         no_dropout with each group cut to its own longest completion
+  rows            each completion in a forward of its own over its prompt's cache, cut at
+                  its own end, log-probabilities by log-sum-exp (what GRPO now runs)
 
-Also checked on the batch: the shared update's loss and LoRA gradients against TRL's
-computation (the largest relative difference).
+Also checked on the batch: the update GRPO runs (`rows`) against TRL's computation, the loss
+and every LoRA gradient (the largest relative difference), in FP32.
+
+`--only NAME[,NAME]` times those variants alone (on an AVX2 machine without bf16, e.g.
+`--only fp32,trimmed,rows --fp32`; `--fp32` turns bf16 off in every variant: emulated bf16 is
+far slower than FP32 there).
 """
 from __future__ import annotations
 
@@ -36,13 +41,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+VARIANTS = ("learning", "fp32", "checkpointing", "micro4", "shared2", "shared4", "no_dropout",
+            "trimmed", "rows")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--G", type=int, default=4)
+    ap.add_argument("--only", default=None, help="comma-separated variants to time")
+    ap.add_argument("--fp32", action="store_true", help="no bf16 in any variant")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    chosen = args.only.split(",") if args.only else list(VARIANTS)
+    unknown = sorted(set(chosen) - set(VARIANTS))
+    if unknown:
+        ap.error(f"unknown variant {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
 
     import torch
     from peft import LoraConfig, get_peft_model
@@ -90,10 +104,13 @@ def main() -> None:
             -1, ids_[:, -C:].unsqueeze(-1)).squeeze(-1)
 
     def shared(ids_, mask_):
-        return shared_prefix_logps(model, ids_, mask_, C, trim=False)[0]
+        return shared_prefix_logps(model, ids_, mask_, C, layout="padded")[0]
 
     def trimmed(ids_, mask_):
-        return shared_prefix_logps(model, ids_, mask_, C)[0]
+        return shared_prefix_logps(model, ids_, mask_, C, layout="group")[0]
+
+    def per_row(ids_, mask_):
+        return shared_prefix_logps(model, ids_, mask_, C, layout="rows")[0]
 
     def set_dropout(p: float) -> None:
         for module in model.modules():
@@ -120,9 +137,13 @@ def main() -> None:
                 "shared2": (shared, 2, True, False, 0.05),
                 "shared4": (shared, 4, True, False, 0.05),
                 "no_dropout": (shared, 4, True, False, 0.0),
-                "trimmed": (trimmed, 4, True, False, 0.0)}
+                "trimmed": (trimmed, 4, True, False, 0.0),
+                "rows": (per_row, 4, True, False, 0.0)}
+    assert tuple(variants) == VARIANTS
     results = {}
-    for name, (fn, micro, bf16, checkpointing, dropout) in variants.items():
+    for name in chosen:
+        fn, micro, bf16, checkpointing, dropout = variants[name]
+        bf16 = bf16 and not args.fp32
         set_dropout(dropout)
         if checkpointing:
             model.gradient_checkpointing_enable()
@@ -132,14 +153,14 @@ def main() -> None:
             model.gradient_checkpointing_disable()
         results[name] = {"seconds": seconds, "micro_batch": micro, "bf16": bf16,
                          "gradient_checkpointing": checkpointing, "lora_dropout": dropout,
-                         "trimmed": fn is trimmed}
-        print(f"{name:14s} {seconds:7.1f} s  ({seconds / results['learning']['seconds']:.2f}x "
-              f"the learning experiment's)", flush=True)
+                         "trimmed": fn in (trimmed, per_row), "per_row": fn is per_row}
+        first = results[chosen[0]]["seconds"]
+        print(f"{name:14s} {seconds:7.1f} s  ({seconds / first:.2f}x {chosen[0]})", flush=True)
 
     # the same numbers: loss and LoRA gradients, FP32, TRL's computation against the shared one
     set_dropout(0.0)  # the comparison is of computations, not of dropout's random masks
     grads = {}
-    for name, fn in (("plain", plain), ("shared", trimmed)):
+    for name, fn in (("plain", plain), ("shared", per_row)):
         model.zero_grad()
         loss = 0.0
         for start in range(0, len(rows), args.G):

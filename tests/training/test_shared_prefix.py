@@ -13,11 +13,15 @@ from perfgym.train.tiny import build_tiny_model  # noqa: E402
 TOLERANCE = 1e-5  # FP32; the two orders of the same sums differ by rounding only
 
 
-def plain_logps(model, input_ids, attention_mask, C):
-    """TRL's computation: the whole row (left-padded prompt + completion) in one forward."""
+def plain_logps(model, input_ids, attention_mask, C, entropy: bool = False):
+    """TRL's computation: the whole row (left-padded prompt + completion) in one forward,
+    log-softmax over the vocabulary, then the chosen token's entry (and the entropy)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, -C - 1:-1]
-    return torch.log_softmax(logits.float(), -1).gather(
-        -1, input_ids[:, -C:].unsqueeze(-1)).squeeze(-1)
+    log_probs = torch.log_softmax(logits.float(), -1)
+    picked = log_probs.gather(-1, input_ids[:, -C:].unsqueeze(-1)).squeeze(-1)
+    if entropy:
+        return picked, -(log_probs.exp() * log_probs).sum(-1).detach()
+    return picked
 
 
 @pytest.fixture(scope="module")
@@ -65,17 +69,25 @@ def loss_and_grads(model, logps, mask):
                          if p.requires_grad}
 
 
+@pytest.mark.parametrize("layout", ["rows", "group", "padded"])
 @pytest.mark.parametrize("short_group", [False, True], ids=["groups-to-the-end",
                                                             "a-group-shorter"])
-def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model, short_group):
+def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model, short_group,
+                                                                   layout):
+    """Every layout (each completion in a forward of its own, what GRPO runs; a group in one
+    batch cut to its longest; a group at the batch's width) computes TRL's numbers."""
     input_ids, attention_mask, C = batch(short_group)
     cmask = attention_mask[:, -C:].float()
-    plain = plain_logps(lora_model, input_ids, attention_mask, C)
+    plain, plain_entropies = plain_logps(lora_model, input_ids, attention_mask, C, entropy=True)
     plain_loss, plain_grads = loss_and_grads(lora_model, plain, cmask)
     shared, entropies = shared_prefix_logps(lora_model, input_ids, attention_mask, C,
-                                            compute_entropy=True)
+                                            compute_entropy=True, layout=layout)
     assert shared.shape == plain.shape and entropies.shape == plain.shape
     assert torch.allclose(shared * cmask, plain.detach() * cmask, atol=TOLERANCE)
+    assert torch.allclose(entropies * cmask, plain_entropies * cmask, atol=TOLERANCE)
+    assert not entropies.requires_grad
+    if layout == "rows":  # each row cut at its own end: the positions after it are 0
+        assert (shared * (1 - cmask)).abs().max() == 0
     shared_loss, shared_grads = loss_and_grads(lora_model, shared, cmask)
     assert abs(shared_loss - plain_loss) < TOLERANCE
     assert plain_grads and plain_grads.keys() == shared_grads.keys()
@@ -93,6 +105,25 @@ def test_rows_of_different_prompts_are_not_shared(lora_model):
                                     C)
     cmask = attention_mask[one_each, -C:].float()
     assert torch.allclose(shared * cmask, plain * cmask, atol=TOLERANCE)
+
+
+def test_a_prompts_second_batch_starts_from_the_prefix_alone(lora_model):
+    """Each completion's forward appends its keys to the cache it is handed: the next one of
+    the same prompt must not see them. Rows in reverse order (another completion's keys would
+    land first) give the same numbers row by row as each row alone."""
+    input_ids, attention_mask, C = batch()
+    rows = [2, 1, 0]
+    together, _ = shared_prefix_logps(lora_model, input_ids[rows], attention_mask[rows], C)
+    for i, row in enumerate(rows):
+        alone, _ = shared_prefix_logps(lora_model, input_ids[[row]], attention_mask[[row]], C)
+        cmask = attention_mask[row, -C:].float()
+        assert torch.allclose(together[i] * cmask, alone[0] * cmask, atol=TOLERANCE), row
+
+
+def test_an_unknown_layout_is_refused(lora_model):
+    input_ids, attention_mask, C = batch()
+    with pytest.raises(ValueError, match="layout"):
+        shared_prefix_logps(lora_model, input_ids, attention_mask, C, layout="diagonal")
 
 
 def test_under_gradient_checkpointing_the_trainer_takes_trls_own_path(lora_model):

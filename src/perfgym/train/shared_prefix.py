@@ -14,24 +14,39 @@ Under gradient checkpointing (which turns the model's cache off) the update is T
 Rotary position embeddings make the result independent of the prompt's left padding: TRL's
 padded rows and the unpadded prefix here see the same relative positions.
 
-TRL pads every completion to the batch's longest. A group is computed only up to its own longest
-completion: attention is causal, so a real token never sees the padding after it, and the
-positions cut off are masked out of the loss (they get log-probability 0 here).
+TRL pads every completion to the batch's longest. Here each completion is computed only up to its
+own last unmasked token, in a forward of its own over the prefix's cache: attention is causal,
+so a real token never sees the padding after it, and the positions cut off are masked out of
+the loss (they get log-probability 0 here). In a real step most answers end well before the
+longest of their group, so a group batched to its longest computed mostly padding.
+
+The log-probability of the chosen token is its logit less the row's log-sum-exp: the same
+number as log-softmax then gather, without writing a vocabulary-wide log-softmax and its
+gradient for every position.
 """
 from __future__ import annotations
 
 from typing import Any
 
 
+LAYOUTS = ("rows", "group", "padded")
+
+
 def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: int,
-                        compute_entropy: bool = False, autocast=None, trim: bool = True):
+                        compute_entropy: bool = False, autocast=None, layout: str = "rows"):
     """Per-token log-probabilities (and entropies) of the last `logits_to_keep` tokens of each
     row, as TRL's `_get_per_token_logps_and_entropies` returns them, with rows that share a
-    prompt computed over one prefix forward. Returns (logps, entropies or None). `trim=False`
-    computes every group to the batch's width (what benchmarks/update_speed.py compares)."""
+    prompt computed over one prefix forward. Returns (logps, entropies or None).
+
+    `layout` says how the completions of a prompt are run over its prefix: "rows" (what GRPO
+    runs), each in a forward of its own up to its last unmasked token; "group", all in one
+    batch cut to the group's longest; "padded", all in one batch at the batch's width (the last
+    two are what benchmarks/update_speed.py compares)."""
     import contextlib
 
     import torch
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
     C = logits_to_keep
     prompts, masks = input_ids[:, :-C], attention_mask[:, :-C]
     groups: dict[tuple, list[int]] = {}
@@ -40,40 +55,53 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
         groups.setdefault(tuple(valid.tolist()), []).append(row)
     logps_rows, entropy_rows = [None] * input_ids.size(0), [None] * input_ids.size(0)
     for prompt, rows in groups.items():
-        k = len(rows)
         prefix = torch.tensor([prompt], dtype=input_ids.dtype, device=input_ids.device)
-        completion_mask = attention_mask[rows, -C:]
-        used = completion_mask.any(dim=0).nonzero()
-        width = C  # up to the group's last unmasked position: the padding after it is cut
-        if trim:
-            width = int(used.max()) + 1 if used.numel() else 1
-        completions = input_ids[rows, -C:][:, :width]
-        completion_mask = completion_mask[:, :width]
         with autocast() if autocast else contextlib.nullcontext():
             head = model(input_ids=prefix, attention_mask=torch.ones_like(prefix),
                          use_cache=True, logits_to_keep=1)
             cache = getattr(head, "cache", None) or head.past_key_values
-            cache.batch_repeat_interleave(k)
-            body = model(input_ids=completions, **{_cache_argument(model): cache},
-                         use_cache=True,
-                         attention_mask=torch.cat([torch.ones(k, prefix.size(1),
-                                                              dtype=attention_mask.dtype,
-                                                              device=attention_mask.device),
-                                                   completion_mask], dim=1))
-        # token j of a completion is predicted by the position before it: the prompt's last
-        # position for the first, the completion's own positions for the rest
-        logits = torch.cat([head.logits[:, -1:].expand(k, 1, -1), body.logits[:, :-1]],
-                           dim=1).float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        picked = log_probs.gather(-1, completions.unsqueeze(-1)).squeeze(-1)
-        cut = C - width
-        for i, row in enumerate(rows):
-            logps_rows[row] = torch.nn.functional.pad(picked[i], (0, cut))
-            if compute_entropy:
-                with torch.no_grad():
-                    entropy_rows[row] = torch.nn.functional.pad(
-                        -(log_probs[i].exp() * log_probs[i]).sum(-1), (0, cut))
+            batches = [[row] for row in rows] if layout == "rows" else [rows]
+            for batch in batches:
+                completion_mask = attention_mask[batch, -C:]
+                width = C
+                if layout != "padded":  # up to the last unmasked position: the rest is cut
+                    used = completion_mask.any(dim=0).nonzero()
+                    width = int(used.max()) + 1 if used.numel() else 1
+                completions = input_ids[batch, -C:][:, :width]
+                body = model(input_ids=completions,
+                             **{_cache_argument(model): _expanded(model, cache, len(batch))},
+                             use_cache=True,
+                             attention_mask=torch.cat([
+                                 torch.ones(len(batch), prefix.size(1),
+                                            dtype=attention_mask.dtype,
+                                            device=attention_mask.device),
+                                 completion_mask[:, :width]], dim=1))
+                # token j of a completion is predicted by the position before it: the prompt's
+                # last position for the first, the completion's own positions for the rest
+                logits = torch.cat([head.logits[:, -1:].expand(len(batch), 1, -1),
+                                    body.logits[:, :-1]], dim=1).float()
+                norm = torch.logsumexp(logits, dim=-1)
+                picked = logits.gather(-1, completions.unsqueeze(-1)).squeeze(-1) - norm
+                for i, row in enumerate(batch):
+                    logps_rows[row] = torch.nn.functional.pad(picked[i], (0, C - width))
+                    if compute_entropy:
+                        with torch.no_grad():
+                            log_probs = logits[i] - norm[i].unsqueeze(-1)
+                            entropy_rows[row] = torch.nn.functional.pad(
+                                -(log_probs.exp() * log_probs).sum(-1), (0, C - width))
     return torch.stack(logps_rows), torch.stack(entropy_rows) if compute_entropy else None
+
+
+def _expanded(model: Any, cache: Any, k: int) -> Any:
+    """A new cache holding the prefix's keys and values for `k` rows. A forward appends its
+    tokens' keys to the cache it is given, and the next batch of the same prompt must start
+    from the prefix alone: `cache` is left as it is, and its tensors (with their graph) are
+    only read."""
+    from transformers import DynamicCache
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return DynamicCache(ddp_cache_data=[(layer.keys.expand(k, -1, -1, -1),
+                                         layer.values.expand(k, -1, -1, -1))
+                                        for layer in cache.layers], config=inner.config)
 
 
 def _cache_argument(model: Any) -> str:
