@@ -138,3 +138,96 @@ def test_under_gradient_checkpointing_the_trainer_takes_trls_own_path(lora_model
         assert _checkpointing(lora_model)
     finally:
         inner.gradient_checkpointing_disable()
+
+
+def generation_batch(groups: int = 5, G: int = 4):
+    """A step's rows as TRL's generation holds them: each prompt's G rows together, prompts
+    left-padded (their masks), plus the 0-dim item count TRL keeps beside them."""
+    g = torch.Generator().manual_seed(5)
+    prompt_ids, prompt_mask = [], []
+    for group in range(groups):
+        n = 4 + group  # prompts of different lengths: the shorter ones padded on the left
+        prompt = torch.randint(4, 300, (n,), generator=g)
+        for _ in range(G):
+            prompt_ids.append(torch.cat([torch.full((groups + 3 - n,), 3), prompt]))
+            prompt_mask.append(torch.cat([torch.zeros(groups + 3 - n), torch.ones(n)]))
+    rows = groups * G
+    return {"prompt_ids": torch.stack(prompt_ids), "prompt_mask": torch.stack(prompt_mask).long(),
+            "completion_ids": torch.arange(rows * 3).reshape(rows, 3),
+            "advantages": torch.arange(rows, dtype=torch.float32),
+            "labels": [f"row{i}" for i in range(rows)],
+            "num_items_in_batch": torch.tensor(17)}
+
+
+def never(batch):
+    raise AssertionError("fell back to the row shuffle")
+
+
+def test_the_shuffle_moves_whole_groups_and_every_field_with_them():
+    from perfgym.train.shared_prefix import shuffle_whole_groups
+    batch = generation_batch()
+    torch.manual_seed(0)
+    orders = set()
+    for _ in range(20):
+        out = shuffle_whole_groups(batch, 4, never)
+        rows = out["advantages"].long().tolist()  # where each row came from
+        assert sorted(rows) == list(range(20))
+        for start in range(0, 20, 4):  # a block is one group, its rows in order
+            assert rows[start:start + 4] == list(range(rows[start], rows[start] + 4))
+            assert rows[start] % 4 == 0
+        assert out["labels"] == [f"row{i}" for i in rows]
+        assert torch.equal(out["completion_ids"], batch["completion_ids"][rows])
+        assert torch.equal(out["prompt_ids"], batch["prompt_ids"][rows])
+        assert torch.equal(out["prompt_mask"], batch["prompt_mask"][rows])
+        assert out["num_items_in_batch"] is batch["num_items_in_batch"]
+        orders.add(tuple(rows[::4]))
+    assert len(orders) > 5  # a random order of the groups, not a fixed one
+
+
+@pytest.mark.parametrize("damage", ["two-prompts-in-a-block", "not-a-multiple-of-G",
+                                    "no-prompt-ids"])
+def test_rows_that_are_not_whole_groups_keep_trls_row_shuffle(damage):
+    from perfgym.train.shared_prefix import shuffle_whole_groups
+    batch = generation_batch()
+    if damage == "two-prompts-in-a-block":  # (rows of a batch split across processes)
+        batch = {k: (v[2:22] if isinstance(v, torch.Tensor) and v.ndim else v)
+                 for k, v in generation_batch(groups=6).items()}
+        batch["labels"] = batch["labels"][:20]
+    elif damage == "not-a-multiple-of-G":
+        batch = {k: (v[:18] if isinstance(v, (torch.Tensor, list)) and len(v) else v)
+                 if not (isinstance(v, torch.Tensor) and v.ndim == 0) else v
+                 for k, v in batch.items()}
+    else:
+        del batch["prompt_ids"]
+    called = []
+    assert shuffle_whole_groups(batch, 4, lambda b: called.append(b) or "rows") == "rows"
+    assert called == [batch]
+
+
+@pytest.mark.slow
+def test_every_micro_batch_of_a_grpo_step_is_one_prompts_group(coder_model, tmp_path,
+                                                               monkeypatch):
+    """A real GRPO step (TRL's trainer, the tiny coder model, the real evaluator), micro-batches
+    of G: every forward of the update sees one prompt, so each prompt is computed once. Before,
+    TRL's row shuffle put rows of about three prompts in each. (perfgym's own templates: the
+    tiny model's say the same words for every task.)"""
+    from perfgym.train import grpo, shared_prefix
+    seen = []
+    original = shared_prefix.shared_prefix_logps
+
+    def recording(model, input_ids, attention_mask, logits_to_keep, *a, **kw):
+        prompts = {tuple(row[mask.bool()].tolist()) for row, mask in
+                   zip(input_ids[:, :-logits_to_keep], attention_mask[:, :-logits_to_keep])}
+        seen.append((input_ids.size(0), len(prompts)))
+        return original(model, input_ids, attention_mask, logits_to_keep, *a, **kw)
+
+    monkeypatch.setattr(shared_prefix, "shared_prefix_logps", recording)
+    settings = grpo.GRPOSettings(
+        model_path=str(coder_model), task="dgemm,dot,transpose", output_dir=str(tmp_path),
+        steps=1, G=4, groups_per_step=3, micro_batch=4, max_completion_length=64,
+        gradient_checkpointing=False, save_steps=10,
+        eval_overrides={"max_time": 0.2, "max_samples": 10, "min_samples": 3})
+    grpo.build(settings).trainer.train()
+    assert seen and all(rows == 4 for rows, _ in seen), seen
+    assert all(prompts == 1 for _, prompts in seen), seen
+    assert len(seen) == 3  # (three prompts, each its own micro-batch)

@@ -71,7 +71,9 @@ class GRPOSettings:
     # It was also a quarter of the update's forward (measured: benchmarks/update_speed.py)
     lora_dropout: float = 0.0
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    # TRL's default trades compute for memory; a small model on a CPU has memory to spare
+    # TRL's default: it trades compute for memory (the whole batch in one backward needs it:
+    # 20 completions of ~1,100 tokens took > 23 GB without). With a micro-batch that fits,
+    # turn it off: under it the shared-prefix update is TRL's own (train.shared_prefix)
     gradient_checkpointing: bool = True
     # bf16 autocast for the update: "auto" (where the hardware computes bf16: measured 2x
     # faster forward+backward with AVX512_BF16, and emulated, far slower than FP32, on an AVX2

@@ -11,6 +11,14 @@ prefix, so loss and gradients are the same computation, in another order (float 
 
 Under gradient checkpointing (which turns the model's cache off) the update is TRL's own.
 
+TRL shuffles a step's rows before it splits them into micro-batches, so a micro-batch of G rows
+held rows of about three prompts (of five, G 4) and computed three prefixes, not one. Here the
+shuffle moves whole groups: each micro-batch of G rows is one group (`shuffle_whole_groups`).
+For the loss types whose gradient is a sum over rows that does not depend on which rows share
+a micro-batch (`ORDER_FREE_LOSSES`: each micro-batch's rows weigh the same, or its tokens are
+normalized by the whole batch's), the step's update is the same computation; the others keep
+TRL's row shuffle.
+
 Rotary position embeddings make the result independent of the prompt's left padding: TRL's
 padded rows and the unpadded prefix here see the same relative positions.
 
@@ -121,10 +129,63 @@ def _checkpointing(model: Any) -> bool:
     return bool(on) and inner.training
 
 
+# loss types whose step gradient does not depend on how rows are split into (equal) micro-batches:
+# a per-row mean over rows (grpo, sapo), a constant normalizer (dr_grpo) or the whole batch's
+# token count (dapo, cispo). bnpo normalizes by each micro-batch's own tokens: not among them.
+ORDER_FREE_LOSSES = ("grpo", "sapo", "dr_grpo", "dapo", "cispo")
+
+
+def shuffle_whole_groups(batch: dict[str, Any], G: int, row_shuffle) -> dict[str, Any]:
+    """`batch`'s rows in a random order of whole groups: the G consecutive rows of each prompt
+    stay together and in order. Where the rows are not such groups (a batch not a multiple of
+    G, or a block of G rows with more than one prompt), `row_shuffle(batch)` (TRL's)."""
+    import torch
+    rows = len(next(v for v in batch.values() if v is not None))
+    prompts = batch.get("prompt_ids")
+    if G < 1 or rows % G or prompts is None or not _blocks_share_prompts(batch, rows, G):
+        return row_shuffle(batch)
+    order = torch.randperm(rows // G)
+    permutation = torch.cat([torch.arange(g * G, (g + 1) * G) for g in order.tolist()])
+
+    def permute(v: Any) -> Any:
+        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0):
+            return v
+        if isinstance(v, torch.Tensor):
+            return v[permutation]
+        return [v[i] for i in permutation.tolist()]
+
+    return {key: permute(value) for key, value in batch.items()}
+
+
+def _blocks_share_prompts(batch: dict[str, Any], rows: int, G: int) -> bool:
+    ids, mask = batch["prompt_ids"], batch.get("prompt_mask")
+    for start in range(0, rows, G):
+        first = ids[start] if mask is None else ids[start][mask[start].bool()]
+        for row in range(start + 1, start + G):
+            this = ids[row] if mask is None else ids[row][mask[row].bool()]
+            if len(this) != len(first) or bool((this != first).any()):
+                return False
+    return True
+
+
 def shared_prefix_trainer(base: type) -> type:
     """`base` (TRL's GRPOTrainer) with the shared-prefix update for text-only batches."""
 
     class SharedPrefixGRPOTrainer(base):
+        def _prepare_inputs(self, generation_batch):
+            # TRL's own, with its row shuffle swapped for one of whole groups while it runs
+            # (the shuffle is a module-level name in TRL's trainer; TRL is pinned)
+            import trl.trainer.grpo_trainer as trl_grpo
+            row_shuffle = trl_grpo.shuffle_sequence_dict
+            if self.loss_type not in ORDER_FREE_LOSSES:
+                return super()._prepare_inputs(generation_batch)
+            trl_grpo.shuffle_sequence_dict = lambda batch: shuffle_whole_groups(
+                batch, self.num_generations, row_shuffle)
+            try:
+                return super()._prepare_inputs(generation_batch)
+            finally:
+                trl_grpo.shuffle_sequence_dict = row_shuffle
+
         def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
                                                logits_to_keep, batch_size=None,
                                                compute_entropy=False, compute_aux_loss=False,
