@@ -64,7 +64,8 @@ def test_resume_skips_a_checkpoint_whose_save_was_cut_short(tmp_path):
 def test_three_turns_from_the_command_line_continue_after_kill_9(tmp_path):
     """`perfgym train grpo --turns 3` on the default model, killed with SIGKILL once its first
     step is saved and run again with --resume: it finishes, every turn is stored once, and
-    every later turn follows the one before."""
+    every later turn follows the one before. Without gradient checkpointing, in micro-batches
+    of one group (the shared-prefix update; the other multi-turn test keeps the default)."""
     import os
     import signal
     import subprocess
@@ -76,7 +77,7 @@ def test_three_turns_from_the_command_line_continue_after_kill_9(tmp_path):
     cmd = [sys.executable, "-m", "perfgym.cli", "train", "grpo", "--task", "dot", "--turns", "3",
            "--steps", "2", "--G", "2", "--max-completion-length", "48", "--lora",
            "--save-steps", "1", "--prompt-op", "improve", "--temperature", "0.7",
-           "--output-dir", str(out)]
+           "--no-gradient-checkpointing", "--micro-batch", "2", "--output-dir", str(out)]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     saved = out / "checkpoints" / "checkpoint-1" / "trainer_state.json"  # (written last)
@@ -90,7 +91,9 @@ def test_three_turns_from_the_command_line_continue_after_kill_9(tmp_path):
     assert not (out / "final").exists()  # killed before the end: the resume has work to do
     store = RunStore(out)
     first_step = sorted(c.slot for c in store.candidates() if c.slot.startswith("grpo:mt:0:"))
+    config = store.config()
     store.close()
+    assert config["gradient_checkpointing"] is False and config["micro_batch"] == 2
     assert first_step
 
     r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, timeout=900)

@@ -17,7 +17,8 @@ shuffle moves whole groups: each micro-batch of G rows is one group (`shuffle_wh
 For the loss types whose gradient is a sum over rows that does not depend on which rows share
 a micro-batch (`ORDER_FREE_LOSSES`: each micro-batch's rows weigh the same, or its tokens are
 normalized by the whole batch's), the step's update is the same computation; the others keep
-TRL's row shuffle.
+TRL's row shuffle. (Where one generation feeds several optimizer steps, each of them now gets
+whole groups: another draw of which rows share a step, not another loss.)
 
 Rotary position embeddings make the result independent of the prompt's left padding: TRL's
 padded rows and the unpadded prefix here see the same relative positions.
