@@ -63,6 +63,7 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
         valid = prompts[row][masks[row].bool()]
         groups.setdefault(tuple(valid.tolist()), []).append(row)
     logps_rows, entropy_rows = [None] * input_ids.size(0), [None] * input_ids.size(0)
+    cache_argument = _cache_argument(model)
     for prompt, rows in groups.items():
         prefix = torch.tensor([prompt], dtype=input_ids.dtype, device=input_ids.device)
         with autocast() if autocast else contextlib.nullcontext():
@@ -78,7 +79,7 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
                     width = int(used.max()) + 1 if used.numel() else 1
                 completions = input_ids[batch, -C:][:, :width]
                 body = model(input_ids=completions,
-                             **{_cache_argument(model): _expanded(model, cache, len(batch))},
+                             **{cache_argument: _expanded(model, cache, len(batch))},
                              use_cache=True,
                              attention_mask=torch.cat([
                                  torch.ones(len(batch), prefix.size(1),
@@ -176,10 +177,10 @@ def shared_prefix_trainer(base: type) -> type:
         def _prepare_inputs(self, generation_batch):
             # TRL's own, with its row shuffle swapped for one of whole groups while it runs
             # (the shuffle is a module-level name in TRL's trainer; TRL is pinned)
-            import trl.trainer.grpo_trainer as trl_grpo
-            row_shuffle = trl_grpo.shuffle_sequence_dict
             if self.loss_type not in ORDER_FREE_LOSSES:
                 return super()._prepare_inputs(generation_batch)
+            import trl.trainer.grpo_trainer as trl_grpo
+            row_shuffle = trl_grpo.shuffle_sequence_dict
             trl_grpo.shuffle_sequence_dict = lambda batch: shuffle_whole_groups(
                 batch, self.num_generations, row_shuffle)
             try:
