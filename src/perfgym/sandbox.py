@@ -68,6 +68,10 @@ class RunResult:
     # of the work done between markers that, unlike the arrival times, a parent kept from its
     # CPU does not change (the first arrival of a line counts)
     marker_cpu: dict[str, float] = field(default_factory=dict)
+    # marker line -> the earliest time.monotonic() it can have been written: when the parent
+    # asked for the read before the one that brought it (its arrival time can be late by as
+    # long as the parent waited for a CPU between that read and its clock; this cannot)
+    marker_floor: dict[str, float] = field(default_factory=dict)
     MARKER = b"@"
 
     @property
@@ -473,6 +477,9 @@ def hand_over(workdir: Path, uid: int) -> None:
     os.chmod(workdir, 0o700)
 
 
+_READ_BYTES = 65536  # the most one read of a command's output takes
+
+
 def _supervise(argv: list[str], workdir: Path, limits: Limits, env: dict[str, str],
                uid: int | None, pass_fds: tuple[int, ...] = (), on_start=None,
                on_marker=None) -> RunResult:
@@ -499,11 +506,18 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
     lock = threading.Lock()
     markers: list[tuple[float, str]] = []
     marker_cpu: dict[str, float] = {}
+    marker_floor: dict[str, float] = {}
     partial = bytearray()  # stdout after its last newline
     cpu_clock = process_cpu_clock(proc.pid)
 
     def drain(stream, key: str) -> None:
-        while chunk := stream.read1(65536):
+        # A read takes what the pipe holds when it runs, after it was asked for: what the next
+        # read brings was written after that (unless this read was cut at its size)
+        floor = start
+        while True:
+            asked = time.monotonic()
+            if not (chunk := stream.read1(_READ_BYTES)):
+                break
             arrived = time.monotonic()  # before anything else: this is what a marker measures
             cpu = _cpu_seconds(cpu_clock) if key == "out" else None
             with lock:
@@ -520,8 +534,9 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                     known = len(markers)
                     markers.extend((arrived, line.decode(errors="replace")) for line in lines
                                    if line.startswith(RunResult.MARKER))
-                    if cpu is not None:
-                        for _, line in markers[known:]:
+                    for _, line in markers[known:]:
+                        marker_floor.setdefault(line, floor)
+                        if cpu is not None:
                             marker_cpu.setdefault(line, cpu)
                     partial[:] = rest
                     if markers and not known:
@@ -529,6 +544,8 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
                     if on_marker is not None:
                         for _, line in markers[known:]:
                             on_marker(line)
+            if len(chunk) < _READ_BYTES:
+                floor = asked
 
     def _time_markers_promptly() -> None:
         # Markers are timed when this thread reads them, so it must not wait for a CPU behind
@@ -572,7 +589,7 @@ def _watch(proc: subprocess.Popen, start: float, limits: Limits, uid: int | None
     return RunResult(returncode=rc, stdout=kept["out"].decode(errors="replace"),
                      stderr=kept["err"].decode(errors="replace"), wall=wall,
                      timed_out=timed_out, output_overflow=overflow.is_set(), killed_by=killed_by,
-                     markers=markers, marker_cpu=marker_cpu)
+                     markers=markers, marker_cpu=marker_cpu, marker_floor=marker_floor)
 
 
 def signal_name(number: int) -> str:

@@ -49,6 +49,16 @@ def test_marker_lines_are_timestamped_as_they_arrive(workdir):
     assert "plain" in r.stdout and "@a 1" in r.stdout  # stdout is unchanged
 
 
+def test_each_marker_has_a_floor_before_it_was_written(workdir):
+    """A marker's floor is when the parent asked for the read before the one that brought it:
+    before "@b 2" was written (after the sleep), and before "@a 1" arrived, not at that
+    arrival, which a starved parent can take late."""
+    r = sandbox.run(["sh", "-c", "echo '@a 1'; sleep 0.3; echo '@b 2'"], workdir)
+    (a_arrived, _), (b_arrived, _) = r.markers
+    a_floor, b_floor = r.marker_floor["@a 1"], r.marker_floor["@b 2"]
+    assert a_floor <= b_floor < a_arrived <= b_arrived - 0.25
+
+
 def test_a_marker_flood_still_hits_the_output_cap(workdir):
     r = sandbox.run(["sh", "-c", "while :; do echo '@t 1'; done"], workdir,
                     sandbox.Limits(output_bytes=4096, wall_seconds=5))
@@ -96,6 +106,39 @@ def test_reported_calls_cannot_outrun_the_parents_clock():
     assert problem == ("the harness reported 210 ms for the first 2 timed calls but the parent "
                        "saw only 24 ms pass")
 
+
+
+def floors_of(ms, asked_after=1e-4):
+    """Each marker's floor as the sandbox records it when each came in a read of its own, asked
+    for `asked_after` seconds after the one before had arrived."""
+    times = [ms[0][0] - 0.01] + [t for t, _ in ms]
+    return {line: times[i] + (asked_after if i else 0) for i, (_, line) in enumerate(ms)}
+
+
+def test_a_parent_that_timed_its_read_of_t0_late_counts_from_the_floor():
+    """The CI failure beside a hog at nice 19: "@t 0" came in a read of its own, but the parent
+    took its clock for it 85 ms later ("the harness reported 91 ms for the first 14 timed calls
+    but the parent saw only 5.72 ms pass"). The calls began after the floor of "@t 0"."""
+    calls = [0.0065] * 20
+    ms = markers(calls, work=0.7e-3)
+    floors = floors_of(ms)
+    t0 = [line for _, line in ms].index("@t 0")
+    late = ms[:t0] + [(ms[t0 + 14][0] - 0.0057, "@t 0")] + ms[t0 + 1:]
+    problem, _ = cross_check(calls, late)  # by the arrival times alone: tampering
+    assert problem and "saw only" in problem, problem
+    problem, seen = cross_check(calls, late, floors=floors)
+    assert problem is None, problem
+
+
+def test_reported_calls_cannot_outrun_the_parents_clock_from_the_floor_either():
+    calls = [0.002] * 10
+    for late in (0.0, 0.085):  # "@t 0" timed on time, and late
+        ms = markers(calls)
+        t0 = [line for _, line in ms].index("@t 0")
+        ms[t0] = (ms[t0][0] + late, "@t 0")
+        reported = calls[:5] + [0.3] + calls[6:]  # more than passed since the floor of "@t 0"
+        problem, _ = cross_check(reported, ms, floors=floors_of(markers(calls)))
+        assert problem and "saw only" in problem, problem
 
 
 def read_at_once(ms, late=0.002):
@@ -330,7 +373,8 @@ def frozen_run(task, code, size, config, workdir, freeze):
                           on_marker=on_marker)
     assert result.ok, result.stderr
     report = _read_report(workdir / "result.txt")
-    return cross_check(report["samples"], result.markers, result.marker_cpu)
+    return cross_check(report["samples"], result.markers, result.marker_cpu,
+                       floors=result.marker_floor)
 
 
 def test_a_harness_frozen_between_calls_is_late_not_tampering(fast, workdir):

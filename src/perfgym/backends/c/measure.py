@@ -112,7 +112,7 @@ def measure(p: Prepared, outcome) -> Outcome:
         return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
 
     problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu,
-                                _threads(p))
+                                _threads(p), result.marker_floor)
     if problem and load["disturbed"] and (seen.get("parent_slower") or seen.get("parent_blind")):
         # under foreign load the parent reads the markers late: no evidence of tampering (and
         # where the harness's CPU time shows no hidden work, _timed_run called the run
@@ -213,7 +213,8 @@ def _parent_late(ran, threads: int) -> str | None:
     if isinstance(ran, Outcome):
         return None
     result, report = ran
-    problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu, threads)
+    problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu, threads,
+                                result.marker_floor)
     if problem and seen.get("parent_blind"):
         return problem + " (it waited for a CPU)"
     if not (problem and seen.get("parent_late")):
@@ -272,8 +273,8 @@ def _run_failure(result, config: EvalConfig, size: dict, outcome) -> Outcome | N
 
 
 def cross_check(reported: list[float], markers: list[tuple[float, str]],
-                cpu: dict[str, float] | None = None, threads: int = 1
-                ) -> tuple[str | None, dict]:
+                cpu: dict[str, float] | None = None, threads: int = 1,
+                floors: dict[str, float] | None = None) -> tuple[str | None, dict]:
     """Check the harness's per-call times against the parent's clock. `markers` are the
     harness's progress lines with their arrival times: "@c 0", then "@c d SECONDS" after dry
     round d, where a busy wait of SECONDS stood in for the kernel (before any kernel code ran);
@@ -286,7 +287,10 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
     is CPU time of the harness, a parent (or harness) kept waiting for a CPU by other programs
     is not. When the harness's CPU time over the timed calls, less its own work per call (from
     the dry rounds, by CPU time too), stays within what the same rule allows its reported
-    calls on `threads` threads, seen["parent_late"] says so (_cpu_witness)."""
+    calls on `threads` threads, seen["parent_late"] says so (_cpu_witness).
+
+    `floors` (RunResult.marker_floor: the earliest each marker can have been written) bound
+    from below when the timed calls began, where "@t 0"'s arrival time may be late."""
     fields = [line.split() for _, line in markers]
     labels = [" ".join(f[:2]) for f in fields]
     n_dry = sum(label.startswith("@c ") for label in labels) - 1
@@ -310,14 +314,20 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
         return (f"the harness reported {len(reported)} timed calls but announced {n_timed} to "
                 "the parent", seen)
     # Call by call, the reported times cannot add up to more than the parent saw pass from
-    # "@t 0" to "@t k": the calls ran one after another between them. A parent that read "@t 0"
-    # together with "@t 1" read it late (a starved parent once read 28 calls' markers at once:
-    # "0 ms pass"); "@t 0" was written after the read before that one, the start then.
-    # With no read before it, the parent cannot say when the calls began; if it read every
-    # timed marker at once, its clock saw none of them: the run is disturbed (_parent_late),
-    # as a parent that saw the calls slow is, and its calls cost the harness's figures.
+    # the start of the calls to "@t k": they ran one after another in between. The calls began
+    # after "@t 0" was written, which was after the parent asked for the read before the one
+    # that brought it (its floor). Not when "@t 0" arrived: a starved parent can take its
+    # clock long after its read returned (85 ms late once beside a hog at nice 19: "reported
+    # 91 ms for the first 14 timed calls but the parent saw only 5.72 ms pass"), or read it
+    # with "@t 1" (28 calls' markers at once: "0 ms pass"). Without floors (figures made by
+    # hand), a parent that read "@t 0" with "@t 1" counts from the arrival of its read before.
+    # If it read every timed marker at once, its clock saw none of them: the run is disturbed
+    # (_parent_late), as a parent that saw the calls slow is, and its calls cost the harness's
+    # figures.
     start = timed[0]
-    if timed[1] == start:
+    if floors and "@t 0" in floors:
+        start = min(start, floors["@t 0"])
+    elif timed[1] == start:
         start = max((t for t in times[:n_dry + 1] if t < start), default=-np.inf)
     ahead = np.cumsum(reported) - (timed[1:] - start)
     k = int(np.argmax(ahead))
