@@ -160,14 +160,14 @@ def shuffle_whole_groups(batch: dict[str, Any], G: int, row_shuffle) -> dict[str
 
 
 def _blocks_share_prompts(batch: dict[str, Any], rows: int, G: int) -> bool:
+    import torch
     ids, mask = batch["prompt_ids"], batch.get("prompt_mask")
-    for start in range(0, rows, G):
-        first = ids[start] if mask is None else ids[start][mask[start].bool()]
-        for row in range(start + 1, start + G):
-            this = ids[row] if mask is None else ids[row][mask[row].bool()]
-            if len(this) != len(first) or bool((this != first).any()):
-                return False
-    return True
+
+    def prompt(row: int):  # (its unpadded tokens)
+        return ids[row] if mask is None else ids[row][mask[row].bool()]
+
+    return all(torch.equal(prompt(row), prompt(start))
+               for start in range(0, rows, G) for row in range(start + 1, start + G))
 
 
 def shared_prefix_trainer(base: type) -> type:
