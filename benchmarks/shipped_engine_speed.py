@@ -1,71 +1,66 @@
-"""Tokens per second of a model run as shipped on the fast engine, by precision and prefix
-caching, in one run: the measurement behind `perfgym.engine.search_settings`.
+"""Tokens per second of a model run as shipped on the fast engine, by setting and by samples of
+one prompt, on this machine: the figures behind `perfgym.engine.probe`'s candidates.
 
-    python benchmarks/shipped_engine_speed.py [--model coder] [--batches 1,8,32] [--tokens 96]
-                                              [--json benchmarks/results/shipped_engine_speed.json]
+    python benchmarks/shipped_engine_speed.py [--model coder] [--samples 1,8,16,32]
+                                              [--tokens 96] [--json PATH]
 
-The prompt is perfgym's improve prompt for dgemm (what search sends). A batch of B is B requests
-of that prompt, one sample each, as search's candidates of one step are: with prefix caching the
-shared prompt is computed once. EOS is ignored, so every setting generates the same count.
-Settings: `exact` (FP32 compute and KV cache, what training needs) against the engine's own
-precisions (bf16 where the CPU has it, a u8 KV cache), each with prefix caching off and on.
+The prompt is perfgym's improve prompt for dgemm (what a search sends); S samples are one
+request with S return sequences, as a search step's answers of one prompt are (prefix caching
+on: the prompt is computed once). EOS is ignored, so every setting generates the same count.
+Each row names the machine (`cpu`, `isa`), the setting and its OpenVINO properties; the JSON
+keeps the rows of other machine kinds and replaces this kind's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import subprocess
 import time
+from pathlib import Path
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="coder")
-    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--samples", default="1,8,16,32")
     ap.add_argument("--tokens", type=int, default=96)
+    ap.add_argument("--settings", default=None, help="comma-separated names of "
+                    "perfgym.engine.probe.CANDIDATES (default: all)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
-    from perfgym.machine import cpu_model
-    from perfgym.engine.openvino import OpenVINOEngine
+    from perfgym.engine.probe import CANDIDATES, measure_tok_s
+    from perfgym.machine import fingerprint
     from perfgym.models import model_identity, shipped_engine_gguf
-    from perfgym.policies.openvino import gguf_tokenizer
-    from perfgym.prompts import expand_prompt
-    from perfgym.tasks import get_task
 
     gguf = shipped_engine_gguf(args.model)
     if gguf is None:
         raise SystemExit(f"{args.model}: not a GGUF run as shipped (a name or a .gguf path)")
-    tokenizer = gguf_tokenizer(gguf)
-    task = get_task("dgemm")
-    prompt = expand_prompt(task, "improve", task.baseline.read_text(), None)
-    ids = tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                                  tokenize=False, add_generation_prompt=True))
-    ids = ids["input_ids"]
+    fp = fingerprint()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or None
+    names = args.settings.split(",") if args.settings else list(CANDIDATES)
     rows = []
-    for exact in (True, False):
-        for caching in (False, True):
-            engine = OpenVINOEngine(gguf, cache_gb=2, exact=exact, prefix_caching=caching)
-            engine.generate([ids], 1, max_tokens=8, temperature=0.5, seed=1)  # warm
-            for batch in (int(b) for b in args.batches.split(",")):
-                started = time.perf_counter()
-                groups = engine.generate([ids] * batch, 1, max_tokens=args.tokens,
-                                         temperature=0.5, top_p=0.95, seed=batch,
-                                         ignore_eos=True)
-                seconds = time.perf_counter() - started
-                tokens = sum(len(s.ids) for g in groups for s in g)
-                row = {"exact": exact, "prefix_caching": caching, "batch": batch,
-                       "prompt_tokens": len(ids), "tokens": tokens, "seconds": seconds,
-                       "tok_s": tokens / seconds, "load_average": os.getloadavg()[0]}
-                rows.append(row)
-                print(f"exact={exact!s:5} caching={caching!s:5} batch {batch:3d}: "
-                      f"{row['tok_s']:6.1f} tok/s ({tokens} tokens, {seconds:.1f} s)", flush=True)
-            engine.close()
-    result = {"model": model_identity(args.model), "cpu": cpu_model(), "cores": os.cpu_count(),
-              "tokens_per_sequence": args.tokens, "rows": rows}
+    for name in names:
+        for samples in (int(s) for s in args.samples.split(",")):
+            tok_s = measure_tok_s(gguf, CANDIDATES[name], samples=samples, tokens=args.tokens)
+            row = {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"], "setting": name,
+                   "properties": CANDIDATES[name], "prefix_caching": True,
+                   "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,
+                   "load_average": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
+                   "commit": commit}
+            rows.append(row)
+            print(f"{name:8s} {samples:3d} samples: {tok_s:6.1f} tok/s "
+                  f"(load {row['load_average']:.2f})", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        path = Path(args.json)
+        old = json.loads(path.read_text()) if path.exists() else {}
+        kind = (fp["cpu"], tuple(fp["isa"]))
+        kept = [r for r in old.get("rows", []) if (r.get("cpu"), tuple(r.get("isa") or ()))
+                != kind]
+        path.write_text(json.dumps({"model": model_identity(args.model),
+                                    "rows": kept + rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

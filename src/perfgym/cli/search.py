@@ -17,6 +17,9 @@ from ..tasks import format_size, get_task
 from .common import PROFILERS_HELP, PROFILE_HELP, UserError, _guard, app, console, err_console
 from .eval_cmd import _profile
 from .memory import _open_memory
+from ..search.climb import TRANSFORMS, ClimbConfig, climbs
+
+ALGOS = ("climb", "sqd", "refine", "best-of-n", "evolve")
 
 # The no-flag search's SQD draws (restarts) and the time they may take: the goal is a result
 # within 15 minutes, and the held-out sizes and the confirmation take about a minute more. The
@@ -101,7 +104,9 @@ class _LiveView:
 @_guard
 def search_cmd(
     task: str = typer.Option("dgemm", "--task", "-t", help="built-in task name or task directory"),
-    algo: str = typer.Option("sqd", help="sqd, refine, best-of-n or evolve"),
+    algo: Optional[str] = typer.Option(None, help="climb, sqd, refine, best-of-n or evolve "
+                                       "(default: climb for the no-flag search of a C or "
+                                       "C++ task, else sqd)"),
     policy: Optional[str] = typer.Option(None, help="openai, hf, openvino or replay (default: "
                                          "openai when --model, --base-url or $OPENAI_BASE_URL "
                                          "is set, replay with --replay, else the local model: "
@@ -120,7 +125,10 @@ def search_cmd(
     resume: bool = typer.Option(False, help="continue the run in --run-dir"),
     iterations: Optional[int] = typer.Option(None, help="SQD iterations (default 3; 1 with "
                                              "the local default model, a short first run)"),
-    g: int = typer.Option(4, "--G", help="children per node (SQD)"),
+    g: int = typer.Option(4, "--G", help="children per node (SQD); answers per transform "
+                          "per round (climb)"),
+    transforms: str = typer.Option(",".join(TRANSFORMS), help="climb: the textbook "
+                                   "transforms a round asks for"),
     restarts: Optional[int] = typer.Option(None, help="SQD: run the iterations again from the "
                                            "seed up to this many times, a new draw each; the "
                                            "best of all is the result (default 1; as many "
@@ -206,12 +214,12 @@ def search_cmd(
     """Search for fast kernels with a model in the loop; every candidate goes to the run store."""
     import os
     from ..policies import PolicyError, default_local_policy, make_policy
-    from ..search import SQD, BestOfN, Engine, Evolve, EvolveConfig, Refine, SQDConfig
+    from ..search import SQD, BestOfN, Climb, Engine, Evolve, EvolveConfig, Refine, SQDConfig
     from ..store import RunStore
 
     sandbox.sweep_stale()  # what killed drivers left behind (a --resume after a kill too)
-    if algo not in ("sqd", "refine", "best-of-n", "evolve"):
-        raise UserError(f"algorithm {algo!r} is not one of sqd, refine, best-of-n, evolve")
+    if algo not in (None, *ALGOS):
+        raise UserError(f"algorithm {algo!r} is not one of {', '.join(ALGOS)}")
     try:
         evolve_config = EvolveConfig(generations, islands, children, migrate_every, migrants,
                                      tuple(f.strip() for f in features.split(",")),
@@ -251,18 +259,30 @@ def search_cmd(
     # the no-flag search: a search's best is one draw with a wide spread (1.00-4.75x over
     # seeds on dgemm), so SQD draws again from the seed while its time budget has room
     # (docs/models/coder.md)
-    no_flag_sqd = (local_default and algo == "sqd" and str(model_path) != "smollm2"
-                   and iterations is None and max_candidates is None)
+    no_flag = (local_default and str(model_path) != "smollm2" and iterations is None
+               and max_candidates is None)
+    t = get_task(task)
+    if algo is None:  # the no-flag search climbs (docs/commands/search.md)
+        algo = "climb" if no_flag and climbs(t) else "sqd"
+    if algo == "climb" and not climbs(t):
+        raise UserError(f"--algo climb asks for loop transforms of a C or C++ kernel; task "
+                        f"{t.name} is a PyTorch problem: use --algo sqd")
+    no_flag_sqd = no_flag and algo == "sqd"
+    if algo == "climb" and budget_minutes is None and no_flag:
+        budget_minutes = NO_FLAG_BUDGET_MINUTES
     restarts_by_default = restarts is None and budget_minutes is None
     ratios_by_default = ratios is None
     ratios, restarts, budget_minutes = sqd_defaults(no_flag_sqd, ratios, restarts,
                                                     budget_minutes)
-    if algo != "sqd" and (restarts != 1 or budget_minutes is not None):
-        raise UserError("--restarts and --budget-minutes are SQD's: add --algo sqd or drop them")
+    if algo != "sqd" and restarts != 1:
+        raise UserError("--restarts is SQD's: add --algo sqd or drop it")
+    if algo not in ("sqd", "climb") and budget_minutes is not None:
+        raise UserError("--budget-minutes is SQD's and climb's: add --algo climb or drop it")
     if restarts < 1 or (budget_minutes is not None and budget_minutes <= 0):
         raise UserError("--restarts is at least 1 and --budget-minutes above 0")
-    if iterations is None:  # the 135M model: a short first run
-        iterations = 1 if local_default and str(model_path) == "smollm2" else 3
+    if iterations is None:  # the 135M model: a short first run; a climb: its budget ends it
+        iterations = (ClimbConfig.rounds if algo == "climb" else
+                      1 if local_default and str(model_path) == "smollm2" else 3)
     if not (0 < top_p <= 1 and 0 <= min_p < 1 and top_k >= 0 and repetition_penalty > 0):
         raise UserError("--top-p is in (0, 1], --min-p in [0, 1), --top-k >= 0 and "
                         "--repetition-penalty > 0")
@@ -276,9 +296,10 @@ def search_cmd(
         sampling["grammar"] = True
     if reward not in SCHEMES:
         raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
-    t = get_task(task)
     sizes_by_default = sizes is None
-    if (sizes is None and no_flag_sqd and not group_timing and not ray_address
+    # a climb keeps a step only when it holds at every train size; so does the no-flag SQD
+    if (sizes is None and (no_flag_sqd or algo == "climb") and not group_timing
+            and not ray_address
             and len(t.sizes("train")) > 1):
         sizes = NO_FLAG_SIZES
     try:
@@ -318,6 +339,15 @@ def search_cmd(
         config["seed"] = seed
     if algo == "sqd" and (restarts > 1 or budget_minutes is not None):  # (likewise)
         config.update(restarts=restarts, budget_minutes=budget_minutes)
+    if algo == "climb":
+        try:
+            climb_config = ClimbConfig(tuple(x.strip() for x in transforms.split(",")), g,
+                                       iterations, budget_seconds=(budget_minutes * 60
+                                                                   if budget_minutes else None))
+        except ValueError as exc:
+            raise UserError(f"climb options: {exc}") from None
+        config["climb"] = {"transforms": list(climb_config.transforms),
+                           "budget_minutes": budget_minutes}
     if max_candidates is not None:  # (likewise)
         if max_candidates < 1:
             raise UserError(f"--max-candidates is at least 1, not {max_candidates}")
@@ -390,6 +420,8 @@ def search_cmd(
                 best = SQD(engine, SQDConfig(
                     iterations, g, ratio_values, stage_values, restarts=restarts,
                     budget_seconds=budget_minutes * 60 if budget_minutes else None)).run()
+            elif algo == "climb":
+                best = Climb(engine, climb_config).run()
             elif algo == "refine":
                 best = Refine(engine, turns, chains, stage).run()
             elif algo == "evolve":

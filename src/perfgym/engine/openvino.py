@@ -49,16 +49,19 @@ class OpenVINOEngine:
     """Generates from a GGUF with OpenVINO GenAI; `load_weights` swaps in new weights."""
 
     def __init__(self, gguf: str | Path, threads: int | None = None,
-                 cache_gb: int = 1, exact: bool = True, prefix_caching: bool = False) -> None:
+                 cache_gb: int = 1, exact: bool = True, prefix_caching: bool = False,
+                 properties: dict[str, Any] | None = None) -> None:
         """`exact`: FP32 compute and KV cache (training: samples from the trainer's own
         distribution); off, the engine's own precisions (search: a GGUF as shipped is no
         trainer's copy). `prefix_caching`: a prompt's KV blocks are reused by later requests
-        that start with it (every candidate of a search step shares its prompt)."""
+        that start with it (every candidate of a search step shares its prompt).
+        `properties`: OpenVINO's own, where not `exact` (engine.probe's choice)."""
         if not available():
             raise EngineUnavailable("the fast engine needs OpenVINO GenAI: "
                                     "pip install 'perfgym[local]'")
         self.threads, self.cache_gb = threads, cache_gb
         self.exact, self.prefix_caching = exact, prefix_caching
+        self.properties = dict(properties or {})
         self._owned: Path | None = None  # a GGUF this engine wrote, removed on the next load
         self._load(Path(gguf))
 
@@ -67,7 +70,7 @@ class OpenVINOEngine:
         scheduler = og.SchedulerConfig()
         scheduler.cache_size = self.cache_gb  # GB of KV cache blocks
         scheduler.enable_prefix_caching = self.prefix_caching
-        props: dict[str, Any] = dict(EXACT) if self.exact else {}
+        props: dict[str, Any] = dict(EXACT) if self.exact else dict(self.properties)
         if self.threads:
             props["INFERENCE_NUM_THREADS"] = self.threads
         try:

@@ -59,6 +59,14 @@ def gguf_tokenizer(gguf: Path) -> Any:
     return tokenizer
 
 
+def _measured_settings(gguf: Path) -> dict[str, Any]:
+    """engine.probe's choice for this machine, measured at its first use, with a message."""
+    import sys
+
+    from ..engine.probe import engine_settings
+    return engine_settings(gguf, say=lambda line: print(line, file=sys.stderr, flush=True))
+
+
 class OpenVINOPolicy:
     name = "openvino"
 
@@ -86,12 +94,15 @@ class OpenVINOPolicy:
         if shipped is not None:  # as shipped: the engine's own precisions unless asked
             from ..engine.search_settings import SHIPPED_ENGINE
             self.tokenizer = gguf_tokenizer(shipped)
+            exact = SHIPPED_ENGINE["exact"] if exact is None else exact
             try:
+                # not exact: the settings measured fastest on this machine (engine.probe)
+                self.engine_choice = None if exact else _measured_settings(shipped)
                 self.engine = OpenVINOEngine(
-                    shipped, cache_gb=max(cache_gb, SHIPPED_ENGINE["cache_gb"]),
-                    exact=SHIPPED_ENGINE["exact"] if exact is None else exact,
+                    shipped, cache_gb=max(cache_gb, SHIPPED_ENGINE["cache_gb"]), exact=exact,
                     prefix_caching=(SHIPPED_ENGINE["prefix_caching"] if prefix_caching is None
-                                    else prefix_caching))
+                                    else prefix_caching),
+                    properties=self.engine_choice and self.engine_choice["properties"])
             except EngineUnavailable as exc:
                 raise PolicyError(str(exc)) from None
             return

@@ -83,7 +83,23 @@ def generate_prompt(task: Task, stage: int | None = None, machine: dict | None =
                                     override_dir=override_dir, config=config)
 
 
-OPS = ("generate", "improve", "deepen", "repair", "crossover")
+OPS = ("generate", "improve", "deepen", "repair", "crossover", "transform")
+
+
+def transform_names() -> tuple[str, ...]:
+    """The textbook transforms a climb step can ask for (prompts/transforms/NAME.txt)."""
+    root = resources.files("perfgym.prompts").joinpath("transforms")
+    return tuple(sorted(p.name[:-4] for p in root.iterdir() if p.name.endswith(".txt")))
+
+
+def transform_text(name: str, override_dir: Path | None = None) -> tuple[str, str]:
+    """(title, instructions) of a transform: the file's first line, then the rest. A user's
+    templates directory may hold its own transforms/NAME.txt."""
+    own = override_dir / "transforms" / f"{name}.txt" if override_dir else None
+    text = (own.read_text() if own and own.is_file() else resources.files("perfgym.prompts")
+            .joinpath("transforms", f"{name}.txt").read_text())
+    title, _, how = text.partition("\n")
+    return title.strip(), how
 
 
 def feedback(outcome: dict[str, Any] | None) -> str:
@@ -123,19 +139,25 @@ def expand_prompt(task: Task, op: str, parent_code: str | None = None,
                   parent_outcome: dict[str, Any] | None = None, stage: int | None = None,
                   machine: dict | None = None, size: dict[str, int] | None = None,
                   override_dir: Path | None = None, config: EvalConfig | None = None,
-                  second: tuple[str, dict[str, Any] | None] | None = None) -> str:
+                  second: tuple[str, dict[str, Any] | None] | None = None,
+                  transform: str | None = None) -> str:
     """The prompt for one search step: generate from scratch, or improve / deepen / repair a
     parent with its code and measured outcome; crossover shows a `second` parent (code,
-    outcome) too."""
+    outcome) too; transform asks for one named textbook change of the parent (climb)."""
     if op not in OPS:
         raise ValueError(f"prompt op {op!r} is not one of {', '.join(OPS)}")
     if op == "generate" or parent_code is None:
         return generate_prompt(task, stage, machine, size, override_dir, config)
     other = (second[0], feedback(second[1])) if op == "crossover" and second else None
+    extra = {}
+    if op == "transform":
+        if transform is None:
+            raise ValueError("a transform step names its transform")
+        extra["transform"] = transform_text(transform, override_dir)
     return backend_for(task).prompt(task, op if other or op != "crossover" else "improve",
                                     parent_code, feedback(parent_outcome), stage=stage,
                                     machine=machine, size=size, override_dir=override_dir,
-                                    config=config, second=other)
+                                    config=config, second=other, **extra)
 
 
 # Where a prompt shows memory kernels (the search's --memory): where a model writes a kernel to

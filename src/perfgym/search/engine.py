@@ -31,12 +31,14 @@ class Step:
     iteration: int
     stage: int | None  # the child's stage (its rules are enforced); None: no stage rules
     parent: Candidate | None  # None: generate from the task alone
-    op: str  # generate | improve | deepen | repair | crossover
+    op: str  # generate | improve | deepen | repair | crossover | transform
     other: Candidate | None = None  # crossover: the second parent
+    transform: str | None = None  # transform: which one (prompts/transforms/NAME.txt)
 
     @property
     def group(self) -> tuple:
-        return (self.iteration, self.parent.id if self.parent else None, self.op, self.stage)
+        return (self.iteration, self.parent.id if self.parent else None, self.op, self.stage,
+                self.transform)
 
 
 # How much of a parent's code a prompt may carry: a small model's context is 8k tokens, and a
@@ -104,7 +106,7 @@ class Engine:
         return expand_prompt(self.task, step.op, parent_code(self.task, step.parent),
                              step.parent.outcome if step.parent else None, step.stage,
                              self.machine, override_dir=self.templates, config=self.eval_config,
-                             second=second)
+                             second=second, transform=step.transform)
 
     def prompt_with_memory(self, step: Step) -> str:
         """The step's prompt, with the memory's kernels most like the task and the parent

@@ -106,7 +106,8 @@ class CBackend(Backend):
 
     def prompt(self, task, op: str, parent_code: str | None = None, feedback: str = "",
                stage=None, machine=None, size=None, override_dir=None, config=None,
-               second: tuple[str, str] | None = None) -> str:
+               second: tuple[str, str] | None = None,
+               transform: tuple[str, str] | None = None) -> str:
         from ...prompts import (blocking_example, compile_line, machine_facts, openmp_example,
                                 stage_rules, template)
         fields = dict(language=self.label.split("/")[0], fence=self.fences[0],
@@ -121,6 +122,12 @@ class CBackend(Backend):
             fields.update(parent_code=parent_code.strip(), feedback=feedback)
         if second:
             fields.update(other_code=second[0].strip(), other_feedback=second[1])
+        if transform:  # (name, how): the one change a climb step asks for
+            fields.update(transform_name=transform[0], transform=transform[1].strip())
+            # the worked OpenMP example only where OpenMP is the change: the coder copied its
+            # matrix-vector loop into dgemm answers asked for a loop order (dropping k)
+            if "OpenMP" not in transform[0]:
+                fields.update(openmp="", blocking="")
         return template(op, override_dir).format(**fields)
 
     def describe(self, task) -> list[str]:

@@ -1,0 +1,128 @@
+"""The fast engine's settings for a GGUF as shipped, chosen on the machine that runs them.
+
+A figure holds on the machine it was measured on: the engine's own precisions made the coder
+3.7x faster than exact FP32 on an AMD EPYC with AVX-512 BF16 (bf16 compute) and gained nothing
+on an FP32-only Intel Xeon. So the first search on a machine measures each candidate setting
+here (a short generation of a search's batch: 8 samples of one prompt), takes the fastest, and
+stores the figures beside the machine's other facts (`cache_dir()/engine/`), keyed by the
+machine's fingerprint and the model's file. A later search reads the choice.
+
+The engine's own precisions stay the choice unless another setting is at least `MARGIN`
+faster: the probe is short and the machine may be busy, and a setting that wins by less is not
+shown to win.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..paths import cache_dir
+
+# name -> OpenVINO properties. "engine": the engine's own precisions (bf16 compute where the
+# CPU has it, an 8-bit KV cache, int8 dynamic quantization of activations); "exact": FP32
+# compute and KV cache (training's setting); "kv_f16": the engine's own with a 16-bit KV cache
+# (its u8 cache is (de)quantized on every read)
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "engine": {},
+    "exact": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32",
+              "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0},
+    "kv_f16": {"KV_CACHE_PRECISION": "f16"},
+}
+DEFAULT = "engine"
+MARGIN = 1.10
+SAMPLES = 8  # a search round's batch: samples of one prompt
+TOKENS = 48  # new tokens per sample (EOS ignored): the decode rate, briefly
+
+Measure = Callable[[Path, dict[str, Any]], float]  # (gguf, properties) -> tokens per second
+
+
+def choice_path(gguf: Path) -> Path:
+    from ..machine import fingerprint
+    stat = gguf.stat()
+    key = f"{fingerprint()['id']}-{gguf.name}-{stat.st_size}"
+    return cache_dir() / "engine" / f"{key}.json"
+
+
+def engine_settings(gguf: str | Path, measure: Measure | None = None,
+                    say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The stored choice for this machine and model, probing once where there is none:
+    {"name", "properties", "rows": [{"name", "tok_s"}], "cpu", "isa", "measured_at"}."""
+    gguf = Path(gguf)
+    path = choice_path(gguf)
+    try:
+        stored = json.loads(path.read_text())
+        if stored.get("name") in CANDIDATES:
+            return {**stored, "properties": CANDIDATES[stored["name"]]}
+    except (OSError, ValueError):
+        pass  # none yet, or damaged: measure
+    if say:
+        say(f"choosing the engine's settings for this CPU (once per machine and model: "
+            f"{len(CANDIDATES)} short runs)")
+    choice = probe(gguf, measure or measure_tok_s)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(choice, indent=2))
+    tmp.replace(path)  # whole or not at all: a concurrent first use reads one or the other
+    return {**choice, "properties": CANDIDATES[choice["name"]]}
+
+
+def probe(gguf: Path, measure: Measure) -> dict[str, Any]:
+    """Each candidate's tokens per second; the fastest by MARGIN over the default, else the
+    default."""
+    from ..machine import fingerprint
+    rows = [{"name": name, "tok_s": measure(gguf, props)} for name, props in CANDIDATES.items()]
+    rate = {r["name"]: r["tok_s"] for r in rows}
+    best = max(rate, key=rate.get)
+    name = best if rate[best] >= rate[DEFAULT] * MARGIN else DEFAULT
+    fp = fingerprint()
+    return {"name": name, "rows": rows, "cpu": fp["cpu"], "isa": fp["isa"],
+            "samples": SAMPLES, "tokens": TOKENS, "measured_at": time.time()}
+
+
+def measure_tok_s(gguf: Path, props: dict[str, Any], samples: int = SAMPLES,
+                  tokens: int = TOKENS) -> float:
+    """Tokens per second of `samples` samples of perfgym's dgemm improve prompt (a search
+    step's), prefix caching on, prompt time included, after one warm-up request."""
+    import numpy as np
+    import openvino as ov
+    import openvino_genai as og
+
+    from ..policies.openvino import gguf_tokenizer
+    from ..prompts import expand_prompt
+    from ..tasks import get_task
+    tokenizer = gguf_tokenizer(gguf)
+
+    def prompt_ids(name: str) -> list[int]:
+        task = get_task(name)
+        prompt = expand_prompt(task, "improve", task.baseline.read_text(), None)
+        return tokenizer(tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False,
+            add_generation_prompt=True))["input_ids"]
+
+    scheduler = og.SchedulerConfig()
+    scheduler.cache_size = 2
+    scheduler.enable_prefix_caching = True
+    pipe = og.ContinuousBatchingPipeline(str(gguf), scheduler, "CPU", dict(props))
+
+    def run(ids: list[int], n: int, new: int, seed: int) -> int:
+        cfg = og.GenerationConfig()
+        cfg.max_new_tokens, cfg.apply_chat_template, cfg.ignore_eos = new, False, True
+        cfg.do_sample, cfg.temperature, cfg.num_return_sequences = True, 0.5, n
+        cfg.rng_seed = seed
+        handle = pipe.add_request(seed, ov.Tensor(np.array([ids], dtype=np.int64)), cfg)
+        while pipe.has_non_finished_requests():
+            pipe.step()
+        return sum(len(o.generated_ids) for o in handle.read_all())
+
+    # warm on another task's prompt: the first request pays one-time costs, and the timed
+    # one computes its own prompt as a search step's first request does
+    run(prompt_ids("dgemv"), 1, 2, 1)
+    ids = prompt_ids("dgemm")
+    started = time.perf_counter()
+    made = run(ids, samples, tokens, 2)
+    seconds = time.perf_counter() - started
+    del pipe
+    return made / seconds

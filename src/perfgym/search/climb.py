@@ -1,0 +1,176 @@
+"""Climb: textbook transforms, one at a time, each from a verified parent.
+
+    parent = the naive kernel, judged at the task's train sizes
+    each round, while the budget has room:
+        ask for the first `per_round` transforms not yet in the parent's line (loop order,
+        OpenMP on the outer loop, an inner loop the compiler vectorizes, blocking with bounded
+        ends, register blocking), `samples` answers each, all from the parent
+        the fastest child that is right at every train size, by the geometric mean of its
+        rates there, replaces the parent when it is at least `min_gain` faster
+    result: the fastest kernel right at the train sizes
+
+Why (docs/commands/search.md): SQD's stages forbid OpenMP until stage 4 and ask an open
+"make it faster"; the coder answered with blocked loops at 3x naive, while dgemm's naive loops
+in i-k-j order alone are 6-9x. Asked for one named change of a kernel that works, a small model
+writes that change; compounding the ones that pay climbs past what one answer reaches. A step
+is kept only when it holds at every train size, so a kernel fast at one size and slow or wrong
+at another never becomes a parent.
+
+Every answer is a slot in the run store, and a round's parent is named in its slots, so a
+killed climb resumes where it stopped. With `budget_seconds` a round starts only when the time
+spent plus the longest round yet fits; the last round is cut to the answers that fit.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..backends import backend_for
+from ..store import Candidate
+from .engine import Engine, Step
+from .sqd import summary
+
+TRANSFORMS = ("loop_order", "openmp", "vectorize", "blocking", "unroll")
+
+
+@dataclass
+class ClimbConfig:
+    transforms: tuple[str, ...] = TRANSFORMS
+    samples: int = 4  # answers per transform per round
+    # transforms a round asks for, the first not yet in the parent's line in `transforms`
+    # order: a round of two is one batch of the engine's (8 answers), and the textbook order
+    # (loop order before threads before blocking) is the order they pay in
+    per_round: int = 2
+    rounds: int = 40  # at most (the budget usually ends it first)
+    # a child replaces its parent only this much faster (geometric mean over the sizes
+    # judged): below it, a timing's noise on a busy machine would pick
+    min_gain: float = 1.05
+    budget_seconds: float | None = None  # no round past this (None: all of them)
+
+    def __post_init__(self) -> None:
+        from ..prompts import transform_names
+        if min(self.samples, self.rounds, self.per_round) < 1 or self.min_gain < 1:
+            raise ValueError("samples, rounds and per_round are at least 1, min_gain at "
+                             "least 1")
+        unknown = [t for t in self.transforms if t not in transform_names()]
+        if not self.transforms or unknown:
+            raise ValueError(f"transforms are among {', '.join(transform_names())}"
+                             + (f", not {', '.join(unknown)}" if unknown else ""))
+
+
+def transform_title(name: str) -> str:
+    """A transform's name as its prompt says it ("one change: loop order")."""
+    from ..prompts import transform_text
+    return transform_text(name)[0]
+
+
+@dataclass
+class Climb:
+    engine: Engine
+    config: ClimbConfig = field(default_factory=ClimbConfig)
+    clock: Callable[[], float] = time.time  # the budget's clock, kept in the events' data
+
+    def run(self) -> Candidate | None:
+        store = self.engine.store
+        if not any(store.events("climb_started")):  # (a resumed run keeps its first start)
+            store.event("climb_started", at=self.clock())
+        parent = self._seed()
+        for r in range(1, self.config.rounds + 1):
+            steps = self.plan(r, parent)
+            if not self._begun(r):
+                steps = self._fit(steps)
+                if not steps:
+                    store.event("climb_stopped", round=r, budget=self.config.budget_seconds)
+                    break
+            children = self.engine.run_steps(steps)
+            better = self.better_child(parent, children)
+            if better is not None:
+                parent = better
+            store.event("iteration_done", iteration=r, parent=parent.id,
+                        climbed=better is not None, at=self.clock(), **summary(children))
+        return store.best()
+
+    def plan(self, r: int, parent: Candidate) -> list[Step]:
+        """Round r's answers: each transform not yet in the parent's line, `samples` times
+        (every transform again once all are in it)."""
+        done = self.applied(parent)
+        todo = ([t for t in self.config.transforms if t not in done]
+                or list(self.config.transforms))[:self.config.per_round]
+        # a resumed round keeps the steps it began with (its slots name them)
+        begun = {c.slot.split(":")[3] for c in self.engine.store.candidates(r)
+                 if c.slot.startswith(f"climb:{r}:")}
+        if begun:
+            todo = [t for t in self.config.transforms if t in begun]
+        return [Step(f"climb:{r}:{parent.id}:{t}:{g}", r, None, parent, "transform",
+                     transform=t) for t in todo for g in range(self.config.samples)]
+
+    def applied(self, candidate: Candidate) -> set[str]:
+        """The transforms in a kernel's line (from its slots: climb:ROUND:PARENT:NAME:G)."""
+        names = set()
+        for c in self.engine.store.lineage(candidate.id):
+            if c.op == "transform":
+                names.add(c.slot.split(":")[3])
+        return names
+
+    def better_child(self, parent: Candidate, children: list[Candidate]) -> Candidate | None:
+        """The fastest child right at every size judged, when it beats the parent by
+        `min_gain` (a copy of a memory kernel is never one: not the model's own)."""
+        ok = [c for c in children if c is not None and c.ok and not c.copied and c.gflops]
+        if not ok:
+            return None
+        best = max(ok, key=lambda c: (c.gflops, -c.id))
+        return best if best.gflops >= (parent.gflops or 0.0) * self.config.min_gain else None
+
+    def _begun(self, r: int) -> bool:
+        return any(c.slot.startswith(f"climb:{r}:") for c in self.engine.store.candidates(r))
+
+    def _fit(self, steps: list[Step]) -> list[Step]:
+        """The steps that fit the budget: all when the longest round yet fits the time left,
+        else as many answers as the time left holds at the slowest rate per answer yet,
+        spread over the transforms (none when that is fewer than one per transform)."""
+        budget = self.config.budget_seconds
+        if budget is None:
+            return steps
+        started = next(d["at"] for _, _, d in self.engine.store.events("climb_started"))
+        left = budget - (self.clock() - started)
+        rounds = self._round_times()
+        if not rounds:  # the first round: nothing to go by but the budget itself
+            return steps if left > 0 else []
+        longest, per_answer = max(s for s, _ in rounds), max(s / max(n, 1) for s, n in rounds)
+        if longest <= left:
+            return steps
+        fits = int(left // per_answer)
+        names = list(dict.fromkeys(s.transform for s in steps))
+        each = fits // len(names)
+        if each < 1:
+            return []
+        return [s for s in steps if int(s.slot.rsplit(":", 1)[1]) < each]
+
+    def _round_times(self) -> list[tuple[float, int]]:
+        """(seconds, answers) of each finished round."""
+        store = self.engine.store
+        marks = [d["at"] for _, _, d in store.events("climb_started")][:1]
+        rows = []
+        for _, _, data in store.events("iteration_done"):
+            rows.append((data["at"] - marks[-1], data.get("children", 0)))
+            marks.append(data["at"])
+        return rows
+
+    def _seed(self) -> Candidate:
+        store = self.engine.store
+        step = Step("climb:0:seed", 0, None, None, "seed")
+        if store.by_slot(step.slot) is None:
+            store.add_pending(step.slot, 0, None, None, "seed", "seed", None,
+                              self.engine.task.baseline.read_text())
+        seed = self.engine.run_steps([step])[0]
+        if not seed.ok:
+            raise RuntimeError(f"the task's own kernel failed at the sizes judged: "
+                               f"{seed.outcome.get('message') if seed.outcome else ''}")
+        return seed
+
+
+def climbs(task) -> bool:
+    """Whether climb's transforms fit the task: C-family kernels (a PyTorch task's answers
+    are modules, not loop nests)."""
+    return backend_for(task).separate_baseline

@@ -1,0 +1,144 @@
+"""Climb end to end through the replay policy: one named transform per answer, a child kept only
+when it is faster and right, the next round from it, and the budget's end."""
+import json
+
+import pytest
+
+from perfgym import EvalConfig
+from perfgym.policies.replay import ReplayPolicy
+from perfgym.prompts import expand_prompt, transform_names
+from perfgym.search import Climb, ClimbConfig, Engine
+from perfgym.search import climb as climb_mod
+from perfgym.store import RunStore
+
+from conftest import BROKEN, NAIVE_IKJ, OPENMP, WRONG
+
+FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+
+
+def replay(tmp_path, by_transform: dict[str, list[str]]):
+    """A replay file whose answers depend on the transform a prompt asks for."""
+    path = tmp_path / "replay.jsonl"
+    path.write_text("".join(
+        json.dumps({"match": f"one change: {title}", "completion": c}) + "\n"
+        for name, answers in by_transform.items()
+        for title in [climb_mod.transform_title(name)] for c in answers))
+    return path
+
+
+def engine_for(tmp_path, dgemm, answers, name="run"):
+    store = RunStore(tmp_path / name)
+    return store, Engine(store, ReplayPolicy(replay(tmp_path, answers)), dgemm, FAST, "tiered")
+
+
+def test_every_transform_has_a_title_and_instructions_and_its_prompt_names_it(dgemm):
+    assert set(climb_mod.TRANSFORMS) <= set(transform_names())
+    for name in transform_names():
+        prompt = expand_prompt(dgemm, "transform", dgemm.baseline.read_text(), None,
+                               transform=name)
+        title = climb_mod.transform_title(name)
+        assert f"one change: {title}." in prompt
+        assert dgemm.baseline.read_text().strip() in prompt
+        assert "Any optimization technique" not in prompt  # no stage rules in a climb step
+    with pytest.raises(ValueError):
+        expand_prompt(dgemm, "transform", "int x;", None)  # a transform step names one
+
+
+def test_a_faster_right_child_becomes_the_parent_and_its_transform_is_not_asked_again(
+        tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [NAIVE_IKJ, BROKEN],
+                                                 "openmp": [WRONG, BROKEN]})
+    best = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2)).run()
+    seed = next(c for c in store.candidates() if c.op == "seed")
+    r1 = [c for c in store.candidates() if c.iteration == 1]
+    r2 = [c for c in store.candidates() if c.iteration == 2]
+    assert len(r1) == 4 and {c.parent_id for c in r1} == {seed.id}
+    ikj = next(c for c in r1 if c.ok)
+    assert ikj.completion == NAIVE_IKJ and ikj.gflops > seed.gflops * 1.05
+    # round 2 grows from the i-k-j kernel and asks only for what is not in its line yet
+    assert len(r2) == 2 and {c.parent_id for c in r2} == {ikj.id}
+    assert all(c.slot.split(":")[3] == "openmp" for c in r2)
+    done = [d for _, _, d in store.events("iteration_done")]
+    assert [(d["parent"], d["climbed"]) for d in done] == [(ikj.id, True), (ikj.id, False)]
+    assert best.id == ikj.id
+
+
+def test_a_child_faster_by_less_than_the_margin_or_wrong_is_not_a_parent(tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=1, rounds=2))
+    climb.run()
+    seed = next(c for c in store.candidates() if c.op == "seed")
+    assert {c.parent_id for c in store.candidates() if c.iteration == 2} == {seed.id}
+    # the margin: a child 4% faster stays a child; 6% faster is the next parent
+    parent = seed
+    child = lambda rate: type(seed)(**{**seed.__dict__, "id": 99, "outcome": {
+        **seed.outcome, "gflops": rate}})
+    assert climb.better_child(parent, [child(seed.gflops * 1.04)]) is None
+    assert climb.better_child(parent, [child(seed.gflops * 1.06)]).id == 99
+
+
+def test_a_killed_climb_resumes_with_the_same_rounds(tmp_path, dgemm):
+    answers = {"loop_order": [NAIVE_IKJ, BROKEN], "openmp": [OPENMP, WRONG]}
+    store, engine = engine_for(tmp_path, dgemm, answers)
+    Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2)).run()
+    before = [(c.id, c.slot, c.status) for c in store.candidates()]
+    store2 = RunStore(tmp_path / "run")
+    engine2 = Engine(store2, ReplayPolicy(replay(tmp_path, answers)), dgemm, FAST, "tiered")
+    Climb(engine2, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2)).run()
+    assert [(c.id, c.slot, c.status) for c in store2.candidates()] == before
+
+
+class Clock:
+    """The climb's budget clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_round_that_does_not_fit_the_budget_is_cut_to_the_answers_that_do(tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
+    clock = Clock()
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4, budget_seconds=100),
+                  clock)
+    seed = climb._seed()
+    store.event("climb_started", at=clock.now)
+    assert len(climb._fit(climb.plan(1, seed))) == 8  # the first round: whole
+    clock.now += 60  # round 1: 8 answers in 60 s, 7.5 s an answer
+    store.event("iteration_done", iteration=1, children=8, at=clock.now)
+    # 40 s left: 5 answers fit, 2 for each transform
+    steps = climb._fit(climb.plan(2, seed))
+    assert sorted((s.transform, s.slot.rsplit(":", 1)[1]) for s in steps) == [
+        ("loop_order", "0"), ("loop_order", "1"), ("openmp", "0"), ("openmp", "1")]
+    clock.now += 30  # 10 s left: one answer fits, fewer than one per transform: no round
+    assert climb._fit(climb.plan(2, seed)) == []
+    clock.now -= 60  # 70 s left: the longest round (60 s) fits whole
+    assert len(climb._fit(climb.plan(2, seed))) == 8
+
+
+def test_the_climb_stops_at_its_budget_and_says_so(tmp_path, dgemm, monkeypatch):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
+    clock = Clock()
+    real = engine.run_steps
+
+    def slow_round(steps):  # every round of answers takes 50 s of the clock
+        out = real(steps)
+        if any(s.op == "transform" for s in steps):
+            clock.now += 50
+        return out
+
+    monkeypatch.setattr(engine, "run_steps", slow_round)
+    Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=10,
+                              budget_seconds=120), clock).run()
+    rounds = {c.iteration for c in store.candidates() if c.op == "transform"}
+    assert rounds == {1, 2}  # 100 s spent; a third 50 s round would end at 150 s
+    assert [d["round"] for _, _, d in store.events("climb_stopped")] == [3]
+
+
+def test_unknown_transforms_and_bad_numbers_are_refused():
+    with pytest.raises(ValueError, match="transforms are among"):
+        ClimbConfig(("loop_order", "magic"))
+    with pytest.raises(ValueError):
+        ClimbConfig(samples=0)
