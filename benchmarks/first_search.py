@@ -1,22 +1,19 @@
-"""A new user's first search: `perfgym search` with no flags (dgemm, the default model and
-algorithm), timed from the command line, its best verified speedup over the naive kernel.
+"""A new user's search: `perfgym search` with no flags but the task and the sampler's seed,
+timed from the command line, its result judged at the train and held-out sizes and timed again
+against the naive kernel. One draw a run; the JSON collects draws.
 
-    python benchmarks/first_search.py [--run-dir runs/first_search]
+    python benchmarks/first_search.py [--task dgemm] [--seed 1] [--run-dir runs/first_search]
                                       [--json benchmarks/results/first_search.json]
-                                      [-- SEARCH FLAGS]
+                                      [-- OTHER SEARCH FLAGS]
 
-Flags after `--` go to `perfgym search` as they are (to compare a candidate default with the
-no-flag search: `-- --algo evolve --seed 2`); the JSON's `command` names them.
-
-The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost, is
-reported apart). Writes `wall_seconds`, `best_speedup` (over naive), the best kernel's GFLOP/s
-and its fraction of the shipped expert's, the answers' counts, the best kernel at the held-out
-sizes, the model and the machine; `confirmed`, the best timed again against the naive kernel
-at the default size in interleaved runs (after a search judged at a size set, as the no-flag
-one is, `best_speedup` and `best_gflops` are the best's figures at the default size). The best
-is the search's result: its fastest kernel that is
-also right at the train sizes; a faster one that is not is `fastest_at_search_size`, and the
-kernels passed over are `passed_over`.
+The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost,
+reported apart). A dgemm draw goes to `draws`, with the machine (CPU model and ISA flags), the
+wall time, the answers, `train_geomean_speedup` (the result's speedup over naive as the
+geometric mean over the train sizes: what the search judged), `confirmed` (timed again against
+naive at the default size in 5 interleaved runs: `speedup`, `low` at 95%), the held-out sizes'
+geometric mean and whether it was right at each, and `fraction_of_expert` (its GFLOP/s at the
+default size over the shipped expert's, measured now). Another task's draw goes to `tasks`.
+Rows of other draws, tasks and machines are kept.
 """
 from __future__ import annotations
 
@@ -31,69 +28,104 @@ from pathlib import Path
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default="dgemm")
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--run-dir", default="runs/first_search")
     ap.add_argument("--json", default=None)
     args, flags = ap.parse_known_args()
     flags = [f for f in flags if f != "--"]
-    from perfgym.machine import cpu_model
-    from perfgym.models import model_identity, search_default_model
-    model = search_default_model()
+    from perfgym.machine import fingerprint
+    from perfgym.models import search_default_model
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch", model], check=True,
-                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch",
+                    search_default_model()], check=True, capture_output=True)
     fetch_seconds = time.monotonic() - started
     run_dir = Path(args.run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
+    command = ["search", "--task", args.task, "--seed", str(args.seed), "--run-dir",
+               str(run_dir), "--json", *flags]
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "perfgym.cli", "search", "--run-dir",
-                           str(run_dir), "--json", *flags], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "perfgym.cli", *command],
+                          capture_output=True, text=True)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"perfgym search failed ({done.returncode}): {done.stderr[-800:]}")
     result = json.loads(done.stdout)
     best = result["best"] or {}
-    # a search judged at a size set: the best's own figures at the default size, as the
-    # expert's
-    from perfgym import get_task
-    default_size = get_task("dgemm").default_size
-    best = next((dict(best, **part) for part in best.get("per_size", [])
-                 if part.get("sizes") == default_size), best)
-    expert = expert_gflops(best.get("sizes"))
-    out = {"command": " ".join(["perfgym search", *flags]), "wall_seconds": round(wall, 1),
-           "model_fetch_seconds": round(fetch_seconds, 1), "model": model_identity(model),
-           "machine": cpu_model(), "best_id": result["best_id"],
-           "best_speedup": best.get("speedup"), "best_gflops": best.get("gflops"),
-           "confirmed": result.get("confirmed"),
-           "best_message": best.get("message"), "expert_gflops": expert,
-           "fraction_of_expert": (best["gflops"] / expert if expert and best.get("gflops")
-                                  else None),
-           "fastest_at_search_size": ({k: result["fastest"].get(k)
-                                       for k in ("id", "speedup", "gflops", "message")}
-                                      if result.get("fastest") else None),
-           "passed_over": result.get("passed_over", []),
-           "answers": result["answers"], "failure_causes": result["failure_causes"],
-           "heldout": heldout_rows(run_dir)}
-    print(json.dumps(out, indent=1))
+    confirmed = result.get("confirmed") or {}
+    heldout = heldout_row(run_dir, result["best_id"])
+    fp = fingerprint()
+    draw = {"task": args.task, "seed": args.seed, "command": "perfgym " + " ".join(command),
+            "machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
+            "date": time.strftime("%Y-%m-%d"), "commit": _commit(),
+            "wall_seconds": round(wall, 1), "model_fetch_seconds": round(fetch_seconds, 1),
+            "answers": result["answers"]["answers"], "answer_counts": result["answers"],
+            "best_id": result["best_id"], "best_message": best.get("message"),
+            "train_geomean_speedup": best.get("speedup"),
+            "confirmed": ({"speedup": confirmed.get("speedup"),
+                           "low": confirmed.get("speedup_low")}
+                          if "speedup" in confirmed else confirmed or None),
+            "heldout_geomean_speedup": heldout.get("speedup"),
+            "heldout_all_ok": heldout.get("status") == "OK" if heldout else None,
+            "heldout": heldout or None,
+            "failure_causes": result["failure_causes"], "code": best_code(run_dir)}
+    if args.task == "dgemm":
+        draw["fraction_of_expert"] = fraction_of_expert(best)
+    print(json.dumps(draw, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+        path = Path(args.json)
+        old = json.loads(path.read_text()) if path.exists() else {}
+        key = "draws" if args.task == "dgemm" else "tasks"
+        if key == "tasks":
+            draw["confirmed_low"] = (draw["confirmed"] or {}).get("low")
+        same = (args.task, args.seed, fp["cpu"], tuple(fp["isa"]))
+        rows = [r for r in old.get(key, [])
+                if (r["task"], r["seed"], r["machine"]["cpu"], tuple(r["machine"]["isa"]))
+                != same]
+        path.write_text(json.dumps({**old, key: rows + [draw]}, indent=1) + "\n")
 
 
-def heldout_rows(run_dir: Path) -> list:
-    """The best kernel judged at the held-out sizes no search step saw (the report's table)."""
+def heldout_row(run_dir: Path, best_id) -> dict:
+    """The result judged at the held-out sizes no search step saw (the report's table)."""
     from perfgym.store import RunStore
     store = RunStore(run_dir)
     try:
-        return [row for _, _, data in store.events("heldout") for row in data["rows"]]
+        rows = [row for _, _, data in store.events("heldout") for row in data["rows"]
+                if row["candidate"] == best_id]
+        return rows[-1] if rows else {}
     finally:
         store.close()
 
 
-def expert_gflops(size) -> float | None:
-    """The shipped expert dgemm's GFLOP/s at the search's size, measured now."""
+def best_code(run_dir: Path) -> str | None:
+    from perfgym.report.summary import _code
+    from perfgym.search.general import search_result
+    from perfgym.store import RunStore
+    store = RunStore(run_dir)
+    try:
+        best = search_result(store)
+        return _code(best.completion) if best is not None else None
+    finally:
+        store.close()
+
+
+def fraction_of_expert(best: dict) -> float | None:
+    """The result's GFLOP/s at dgemm's default size over the shipped expert's, measured now."""
     from perfgym import EvalConfig, evaluate, get_task
     task = get_task("dgemm")
-    o = evaluate(task, task.expert.read_text(), size, EvalConfig(use_cache=False))
-    return o.gflops if o.ok else None
+    part = next((p for p in best.get("per_size", []) if p.get("sizes") == task.default_size),
+                best)
+    expert = evaluate(task, task.expert.read_text(), task.default_size,
+                      EvalConfig(use_cache=False))
+    if not (expert.ok and part.get("gflops")):
+        return None
+    return part["gflops"] / expert.gflops
+
+
+def _commit() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True)
+    return done.stdout.strip() or None
 
 
 if __name__ == "__main__":

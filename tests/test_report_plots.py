@@ -43,3 +43,12 @@ def test_a_run_of_several_iterations_draws_a_curve_per_iteration(tmp_path):
     assert list(ax1.lines[0].get_ydata()) == [3.0, 6.0]  # mean reward per iteration
     assert list(ax2.lines[0].get_ydata()) == [4.0, 6.0]  # best GFLOP/s per iteration
     plt.close(fig)
+
+
+def test_the_best_kernel_block_has_no_fence_inside_it():
+    from perfgym.report.summary import _code
+    opened = "```c\n#include <stdlib.h>\n\nvoid f(double *x) {\n    x[0] = 1.0;\n}"
+    closed = "Here it is.\n```c\nvoid f(double *x) {\n    x[0] = 2.0;\n}\n```\nDone."
+    for answer, body in ((opened, "x[0] = 1.0;"), (closed, "x[0] = 2.0;")):
+        code = _code(answer)
+        assert "```" not in code and body in code and code.startswith(("#include", "void"))

@@ -308,7 +308,7 @@ def model_identity(model_path: str | Path | None) -> dict:
     text = None if model_path is None else str(model_path)
     if is_named(text):
         model = NAMED_MODELS[text or SMOLLM2.name]
-        path = named_gguf(model.name, quiet=True)
+        path = named_gguf(model.name)  # a first use fetches it, saying so, with a bar
         size = path.stat().st_size
         return {"name": model.title, "size": size,
                 "sha256": model.sha256 or _remembered_sha256(path)}

@@ -341,9 +341,10 @@ def search_cmd(
         config.update(restarts=restarts, budget_minutes=budget_minutes)
     if algo == "climb":
         try:
-            climb_config = ClimbConfig(tuple(x.strip() for x in transforms.split(",")), g,
-                                       iterations, budget_seconds=(budget_minutes * 60
-                                                                   if budget_minutes else None))
+            climb_config = ClimbConfig(tuple(x.strip() for x in transforms.split(",")),
+                                       samples=g, rounds=iterations,
+                                       budget_seconds=(budget_minutes * 60
+                                                       if budget_minutes else None))
         except ValueError as exc:
             raise UserError(f"climb options: {exc}") from None
         config["climb"] = {"transforms": list(climb_config.transforms),

@@ -69,6 +69,10 @@ def _measured_settings(gguf: Path) -> dict[str, Any]:
 
 class OpenVINOPolicy:
     name = "openvino"
+    # answers generated in one call, stored before the next starts (search.Engine): the
+    # engine decodes a batch's sequences together, several times faster per token than one
+    # at a time on a 2-core CPU, and a kill loses at most one batch
+    batch_size = 32
 
     def __init__(self, model_path: str | Path | None = None, cache_gb: int = 1,
                  exact: bool | None = None, prefix_caching: bool | None = None,

@@ -90,6 +90,11 @@ def _baseline_time(store: RunStore) -> float | None:
 
 
 def _code(completion: str) -> str:
+    """The answer's last code block, without fence lines: an opened answer (perfgym wrote its
+    "```c" and the model closed only the entry's brace) has no closed block, and printed whole
+    it put a fence inside the report's fence."""
     from ..extract import fenced_blocks
     blocks = fenced_blocks(completion)
-    return blocks[-1][1].strip() if blocks else completion.strip()
+    text = blocks[-1][1] if blocks else completion
+    return "\n".join(line for line in text.splitlines()
+                     if not line.lstrip().startswith("```")).strip()

@@ -28,10 +28,18 @@ from typing import Callable
 
 from ..backends import backend_for
 from ..store import Candidate
-from .engine import Engine, Step
+from .engine import Engine, Step, parent_code
 from .sqd import summary
 
 TRANSFORMS = ("loop_order", "openmp", "vectorize", "blocking", "unroll")
+# The stage rules of a step that is not about threads, until OpenMP is in the kernel's line:
+# SQD's stage 3, every technique but OpenMP (and prefetching). Asked for a loop order with
+# <omp.h> in its opening, the coder wrote `#pragma omp parallel for collapse(2)` over the
+# naive loops instead (4 of 4 answers); at this stage its opening has no <omp.h> and an
+# OpenMP answer is a stage violation, not the parent of the next round.
+NO_THREADS = 3
+# the transform each of perfgym's own rewrites is (search/rewrites.py)
+REWRITE_IS = {"sink_sum": "loop_order", "omp_outer": "openmp", "omp_inner": "openmp"}
 
 
 @dataclass
@@ -47,6 +55,7 @@ class ClimbConfig:
     # judged): below it, a timing's noise on a busy machine would pick
     min_gain: float = 1.05
     budget_seconds: float | None = None  # no round past this (None: all of them)
+    rewrites: bool = True  # perfgym's own textbook rewrites beside the model's answers
 
     def __post_init__(self) -> None:
         from ..prompts import transform_names
@@ -77,18 +86,23 @@ class Climb:
             store.event("climb_started", at=self.clock())
         parent = self._seed()
         for r in range(1, self.config.rounds + 1):
-            steps = self.plan(r, parent)
+            # perfgym's own rewrites of a new parent first: they cost one evaluation each,
+            # a round of the model's answers minutes
+            rewrites = (self.rewrite_steps(r, parent)
+                        if self._begun(r) or self._time_left() > 0 else [])
+            steps = rewrites or self.plan(r, parent)
             if not self._begun(r):
                 steps = self._fit(steps)
-                if not steps:
-                    store.event("climb_stopped", round=r, budget=self.config.budget_seconds)
-                    break
+            if not steps:
+                store.event("climb_stopped", round=r, budget=self.config.budget_seconds)
+                break
             children = self.engine.run_steps(steps)
             better = self.better_child(parent, children)
             if better is not None:
                 parent = better
             store.event("iteration_done", iteration=r, parent=parent.id,
-                        climbed=better is not None, at=self.clock(), **summary(children))
+                        climbed=better is not None, rewrites=bool(rewrites), at=self.clock(),
+                        **summary(children))
         return store.best()
 
     def plan(self, r: int, parent: Candidate) -> list[Step]:
@@ -102,15 +116,49 @@ class Climb:
                  if c.slot.startswith(f"climb:{r}:")}
         if begun:
             todo = [t for t in self.config.transforms if t in begun]
-        return [Step(f"climb:{r}:{parent.id}:{t}:{g}", r, None, parent, "transform",
+        threaded = "openmp" in done
+        return [Step(f"climb:{r}:{parent.id}:{t}:{g}", r,
+                     None if threaded or t == "openmp" else NO_THREADS, parent, "transform",
                      transform=t) for t in todo for g in range(self.config.samples)]
 
+    def rewrite_steps(self, r: int, parent: Candidate) -> list[Step]:
+        """Round r as perfgym's own rewrites of the parent (search/rewrites.py), each stored as
+        an answer before the round runs; none when none applies or this parent has had its
+        rewrites already (a round that made them, or a resumed one)."""
+        from .rewrites import REWRITES, rewrite
+        store, task = self.engine.store, self.engine.task
+        if not self.config.rewrites or not hasattr(task, "signature"):
+            return []
+        begun = [c for c in store.candidates(r) if c.slot.startswith(f"climb:{r}:")]
+        if begun:  # a resumed round: the steps it began with
+            return [self._step_of(c, parent) for c in begun if c.op == "rewrite"]
+        if any(c.op == "rewrite" and c.parent_id == parent.id for c in store.candidates()):
+            return []
+        code = parent_code(task, parent)
+        steps = []
+        for name in REWRITES:
+            new = rewrite(code, task.signature.name, name) if code else None
+            if new is None:
+                continue
+            step = Step(f"climb:{r}:{parent.id}:rewrite-{name}:0", r, None, parent, "rewrite")
+            store.add_pending(step.slot, r, None, parent.id, "rewrite", "perfgym", None,
+                              f"```c\n{new}```\n")
+            steps.append(step)
+        return steps
+
+    def _step_of(self, c: Candidate, parent: Candidate) -> Step:
+        return Step(c.slot, c.iteration, c.stage, parent, c.op)
+
     def applied(self, candidate: Candidate) -> set[str]:
-        """The transforms in a kernel's line (from its slots: climb:ROUND:PARENT:NAME:G)."""
+        """The transforms in a kernel's line (from its slots: climb:ROUND:PARENT:NAME:G; a
+        rewrite counts as the transform it is)."""
         names = set()
         for c in self.engine.store.lineage(candidate.id):
+            name = c.slot.split(":")[3] if c.slot.startswith("climb:") and c.iteration else ""
             if c.op == "transform":
-                names.add(c.slot.split(":")[3])
+                names.add(name)
+            elif c.op == "rewrite":
+                names.add(REWRITE_IS.get(name.removeprefix("rewrite-"), name))
         return names
 
     def better_child(self, parent: Candidate, children: list[Candidate]) -> Candidate | None:
@@ -129,11 +177,9 @@ class Climb:
         """The steps that fit the budget: all when the longest round yet fits the time left,
         else as many answers as the time left holds at the slowest rate per answer yet,
         spread over the transforms (none when that is fewer than one per transform)."""
-        budget = self.config.budget_seconds
-        if budget is None:
+        if self.config.budget_seconds is None:
             return steps
-        started = next(d["at"] for _, _, d in self.engine.store.events("climb_started"))
-        left = budget - (self.clock() - started)
+        left = self._time_left()
         rounds = self._round_times()
         if not rounds:  # the first round: nothing to go by but the budget itself
             return steps if left > 0 else []
@@ -147,13 +193,21 @@ class Climb:
             return []
         return [s for s in steps if int(s.slot.rsplit(":", 1)[1]) < each]
 
+    def _time_left(self) -> float:
+        if self.config.budget_seconds is None:
+            return float("inf")
+        started = next(d["at"] for _, _, d in self.engine.store.events("climb_started"))
+        return self.config.budget_seconds - (self.clock() - started)
+
     def _round_times(self) -> list[tuple[float, int]]:
-        """(seconds, answers) of each finished round."""
+        """(seconds, answers) of each finished round of the model's answers (a round of
+        rewrites is a few evaluations: no measure of the next round of answers)."""
         store = self.engine.store
         marks = [d["at"] for _, _, d in store.events("climb_started")][:1]
         rows = []
         for _, _, data in store.events("iteration_done"):
-            rows.append((data["at"] - marks[-1], data.get("children", 0)))
+            if not data.get("rewrites"):
+                rows.append((data["at"] - marks[-1], data.get("children", 0)))
             marks.append(data["at"])
         return rows
 

@@ -168,7 +168,8 @@ class Engine:
         for n, all_prompts in by_count.items():
             # a local model generates in batches: each batch is stored before the next starts,
             # so a kill loses at most one (a server policy gets every prompt at once)
-            per_call = max(1, getattr(self.policy, "batch_size", 0) // n) or len(all_prompts)
+            batch = getattr(self.policy, "batch_size", 0)
+            per_call = max(1, batch // n) if batch else len(all_prompts)
             for start in range(0, len(all_prompts), per_call):
                 self._generate(all_prompts[start:start + per_call], n, by_prompt)
 

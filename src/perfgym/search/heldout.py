@@ -32,8 +32,10 @@ def judge_heldout(engine: Engine, best: Candidate | None) -> list[dict]:
     outcomes = evaluate_folded(task, [(c.completion, engine.eval_config) for c in kernels],
                                sizes, executor=engine.executor)
     rows = [{"candidate": c.id, "status": o.status.value, "message": o.message,
+             "speedup": o.speedup,  # the geometric mean over the held-out sizes
              "per_size": [{"sizes": p["sizes"], "status": p["status"],
-                           "gflops": p.get("gflops")} for p in o.per_size]}
+                           "gflops": p.get("gflops"), "speedup": p.get("speedup")}
+                          for p in o.per_size]}
             for c, o in zip(kernels, outcomes)]
     store.event("heldout", rows=rows)
     return rows

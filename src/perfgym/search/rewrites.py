@@ -1,0 +1,317 @@
+"""Textbook loop rewrites of a C kernel, made by perfgym itself, not by a model.
+
+A climb (search/climb.py) asks the model for one named change of a kernel that works; these
+are the same changes written by rule, offered beside the model's answers each round and judged
+like them (compiled, checked at every train size, timed; kept only when faster). Why: asked for
+a loop order, the coder (1.5B) rewrote dgemm's naive kernel with its loops in the same order 4
+times in 4 and, shown the worked OpenMP example, dropped the k loop; the i-k-j order that a
+textbook gives is 6-9x naive. A search that cannot find the textbook is no search; one that
+starts from it spends the model's answers on what lies past it.
+
+The rewrites:
+
+- `sink_sum` (loop order): a loop that sums into a local over an inner loop and stores it,
+
+      for (j) { T s = init; for (k) s += E; OUT[idx] = s; }
+
+  becomes the sum added into its outputs with the two loops exchanged,
+
+      for (j) OUT[idx] = init;
+      for (k) for (j) OUT[idx] += E;
+
+  when `idx` does not name k, E does not read OUT, and k's bounds do not name j. For dgemm the
+  innermost loop then walks C and B with stride 1 (i-k-j).
+- `omp_outer` (threads): `#pragma omp parallel for` on each outermost loop of the entry that
+  declares its own counter and assigns no variable declared outside it, with a `reduction(+:s)`
+  for a scalar it only adds to, and writes array elements only at indices that name its
+  counter outside any array read (not `counts[bin]++`). Loops nested in a parallel loop are
+  left alone. `omp_inner`: the same on the loops directly inside each outermost loop (a
+  stencil's sweeps inside its time steps).
+
+Neither proves the change legal: the gym's check at fresh inputs and every train size is the
+judge, as for any answer. A kernel the parser cannot read (C++, macros, GNU extensions) gets
+no rewrite.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from typing import Callable
+
+# types the kernels use that only their headers declare: declared for the parser, not printed
+_TYPEDEFS = ("typedef unsigned long size_t; typedef long ptrdiff_t; typedef int int32_t; "
+             "typedef long int64_t; typedef unsigned int uint32_t; typedef unsigned long "
+             "uint64_t; typedef unsigned char uint8_t; typedef signed char int8_t; "
+             "typedef short int16_t; typedef unsigned short uint16_t;\n")
+
+
+def rewrite(code: str, entry_name: str, name: str) -> str | None:
+    """`code` with the rewrite `name` applied, as the whole kernel file (its #include lines
+    first), or None where it does not apply or the code does not parse."""
+    parsed = _parse(code)
+    if parsed is None:
+        return None
+    includes, ast = parsed
+    funcs = [n for n in ast.ext if type(n).__name__ == "FuncDef"
+             and n.decl.name == entry_name]
+    if len(funcs) != 1:
+        return None
+    before = _generate(ast)
+    if not REWRITES[name](funcs[0]):
+        return None
+    after = _generate(ast)
+    if after == before:
+        return None
+    if "#pragma omp" in after and "<omp.h>" not in includes:
+        includes = includes + ["#include <omp.h>"]
+    return "\n".join(includes) + ("\n\n" if includes else "") + after.strip() + "\n"
+
+
+def applicable(code: str, entry_name: str) -> dict[str, str]:
+    """Each rewrite that changes `code`, with the code it gives."""
+    out = {}
+    for name in REWRITES:
+        new = rewrite(code, entry_name, name)
+        if new is not None:
+            out[name] = new
+    return out
+
+
+def _parse(code: str):
+    from pycparser import c_parser
+    from pycparser.c_parser import ParseError
+
+    from ..extract import strip_comments
+    text = strip_comments(code)
+    includes = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("#include")]
+    body = "\n".join(ln for ln in text.splitlines()
+                     if not ln.strip().startswith(("#include", "#define", "#if", "#endif",
+                                                   "#else", "#undef")))
+    if re.search(r"\b(template|class|namespace|__attribute__|__restrict__|asm)\b", body):
+        return None
+    try:
+        ast = c_parser.CParser().parse(_TYPEDEFS + body)
+    except (ParseError, AssertionError, IndexError, TypeError, AttributeError):
+        return None
+    ast.ext = [n for n in ast.ext if type(n).__name__ != "Typedef"
+               or n.name not in _TYPEDEFS]
+    return includes, ast
+
+
+def _generate(ast) -> str:
+    from pycparser import c_generator
+    return c_generator.CGenerator().visit(ast)
+
+
+# -- the AST's shapes ------------------------------------------------------------------------
+
+def _kind(node) -> str:
+    return type(node).__name__
+
+
+def _loop_var(loop) -> str | None:
+    """The counter a `for` declares or assigns in its init (for (int i = 0; ...))."""
+    init = loop.init
+    if init is None:
+        return None
+    if _kind(init) == "DeclList" and len(init.decls) == 1:
+        return init.decls[0].name
+    if _kind(init) == "Assignment" and _kind(init.lvalue) == "ID":
+        return init.lvalue.name
+    return None
+
+
+def _names(node) -> set[str]:
+    """Every identifier `node` reads or writes."""
+    found = set()
+
+    def walk(n):
+        if n is None:
+            return
+        if _kind(n) == "ID":
+            found.add(n.name)
+        for _, child in n.children():
+            walk(child)
+    walk(node)
+    return found
+
+
+def _statements(node) -> list:
+    if node is None:
+        return []
+    return list(node.block_items or []) if _kind(node) == "Compound" else [node]
+
+
+def _block(items: list):
+    from pycparser import c_ast
+    return c_ast.Compound(items) if len(items) != 1 else items[0]
+
+
+def _each_statement_list(func, visit: Callable[[list], bool]) -> bool:
+    """Calls `visit` with every statement list in `func` (a Compound's items, a loop's body
+    made a list) until one returns True; the list may be edited in place."""
+    from pycparser import c_ast
+
+    def walk(node) -> bool:
+        if node is None:
+            return False
+        if _kind(node) == "Compound" and node.block_items:
+            if visit(node.block_items):
+                return True
+            return any(walk(n) for n in list(node.block_items))
+        if _kind(node) in ("For", "While", "DoWhile"):
+            if _kind(node.stmt) != "Compound":  # a lone statement: its list of one
+                node.stmt = c_ast.Compound([node.stmt])
+                if walk(node.stmt):
+                    return True
+                if len(node.stmt.block_items) == 1:
+                    node.stmt = node.stmt.block_items[0]
+                return False
+            return walk(node.stmt)
+        if _kind(node) == "If":
+            return walk(node.iftrue) or walk(node.iffalse)
+        return False
+    return walk(func.body)
+
+
+# -- sink_sum --------------------------------------------------------------------------------
+
+def sink_sum(func) -> bool:
+    """The first summing loop nest of `func`, as the module's docstring shows; True if made."""
+    return _each_statement_list(func, _sink_in)
+
+
+def _sink_in(items: list) -> bool:
+    from pycparser import c_ast
+    for at, outer in enumerate(items):
+        if _kind(outer) != "For" or (j := _loop_var(outer)) is None:
+            continue
+        body = _statements(outer.stmt)
+        body = [s for s in body if _kind(s) != "Pragma"]
+        if len(body) != 3:
+            continue
+        decl, inner, store = body
+        if not (_kind(decl) == "Decl" and decl.init is not None and _kind(inner) == "For"
+                and _kind(store) == "Assignment" and store.op == "="
+                and _kind(store.rvalue) == "ID" and store.rvalue.name == decl.name
+                and _kind(store.lvalue) == "ArrayRef"):
+            continue
+        s, k = decl.name, _loop_var(inner)
+        sums = [x for x in _statements(inner.stmt) if _kind(x) != "Pragma"]
+        if (k is None or len(sums) != 1 or _kind(sums[0]) != "Assignment"
+                or sums[0].op != "+=" or _kind(sums[0].lvalue) != "ID"
+                or sums[0].lvalue.name != s):
+            continue
+        term, out = sums[0].rvalue, store.lvalue
+        out_name = _names(out.name)
+        if (k in _names(out.subscript) or j not in _names(out.subscript)
+                or out_name & _names(term) or s in _names(term) or s in _names(decl.init)
+                or j in _names(inner.init) | _names(inner.cond) | _names(inner.next)):
+            continue
+        zero = c_ast.For(copy.deepcopy(outer.init), copy.deepcopy(outer.cond),
+                         copy.deepcopy(outer.next),
+                         c_ast.Assignment("=", copy.deepcopy(out), copy.deepcopy(decl.init)))
+        add = c_ast.For(copy.deepcopy(outer.init), copy.deepcopy(outer.cond),
+                        copy.deepcopy(outer.next),
+                        c_ast.Assignment("+=", copy.deepcopy(out), copy.deepcopy(term)))
+        swapped = c_ast.For(copy.deepcopy(inner.init), copy.deepcopy(inner.cond),
+                            copy.deepcopy(inner.next), add)
+        items[at:at + 1] = [zero, swapped]
+        return True
+    return False
+
+
+# -- omp_outer -------------------------------------------------------------------------------
+
+def omp_outer(func) -> bool:
+    """`#pragma omp parallel for` on the entry's outermost loops that can take it."""
+    if _threaded(func):
+        return False  # threads already: not this rewrite's kernel
+    return _parallelize(func.body.block_items or [])
+
+
+def omp_inner(func) -> bool:
+    """The same one level in: on the loops directly inside each outermost loop, for a kernel
+    whose outer loop carries a dependence (a stencil's time steps)."""
+    if _threaded(func):
+        return False
+    made = False
+    for loop in func.body.block_items or []:
+        if _kind(loop) == "For":
+            if _kind(loop.stmt) != "Compound":
+                from pycparser import c_ast
+                loop.stmt = c_ast.Compound([loop.stmt])
+            made = _parallelize(loop.stmt.block_items or []) or made
+    return made
+
+
+def _threaded(func) -> bool:
+    return any(_kind(n) == "Pragma" and "omp" in n.string for n in _walk_all(func.body))
+
+
+def _parallelize(items: list) -> bool:
+    from pycparser import c_ast
+    made, at = False, 0
+    while at < len(items):
+        loop = items[at]
+        if _kind(loop) == "For" and _kind(loop.init) == "DeclList":
+            clause = _parallel_clause(loop)
+            if clause is not None:
+                items.insert(at, c_ast.Pragma("omp parallel for" + clause))
+                made, at = True, at + 1
+        at += 1
+    return made
+
+
+# math.h's functions, which write nothing: a loop that calls them can run in parallel
+_PURE = {f + suffix for f in ("sqrt", "fabs", "exp", "log", "fmin", "fmax", "sin", "cos",
+                              "tan", "pow", "floor", "ceil", "tanh", "erf", "expm1", "log1p",
+                              "hypot", "fma", "round", "trunc", "cbrt", "atan", "atan2")
+         for suffix in ("", "f")} | {"abs", "min", "max"}
+
+
+def _walk_all(node):
+    yield node
+    for _, child in node.children():
+        yield from _walk_all(child)
+
+
+def _parallel_clause(loop) -> str | None:
+    """"" or " reduction(+:a,b)" when every variable the loop's body assigns is its own or an
+    array element (a scalar declared outside it only added to), else None."""
+    own = {d.name for d in _walk_all(loop) if _kind(d) == "Decl"}
+    counter = _loop_var(loop)
+    sums, others = set(), set()
+    for n in _walk_all(loop.stmt):
+        target = (n.lvalue if _kind(n) == "Assignment" else n.expr
+                  if _kind(n) == "UnaryOp" and n.op in ("p++", "p--", "++", "--") else None)
+        if target is not None and _kind(target) == "ArrayRef" \
+                and counter not in _direct_names(target.subscript):
+            return None  # an element other iterations may write too (counts[bin]++)
+        if target is not None and _kind(target) not in ("ArrayRef", "ID"):
+            return None  # a write through a pointer: where, the loop cannot tell
+        if _kind(n) == "Assignment" and _kind(n.lvalue) == "ID" and n.lvalue.name not in own:
+            (sums if n.op == "+=" else others).add(n.lvalue.name)
+        elif (_kind(n) == "UnaryOp" and n.op in ("p++", "p--", "++", "--")
+              and _kind(n.expr) == "ID" and n.expr.name not in own):
+            others.add(n.expr.name)
+        elif _kind(n) == "FuncCall" and not (_kind(n.name) == "ID" and n.name.name in _PURE):
+            return None  # a call may write anything
+        elif _kind(n) in ("Goto", "Return", "Break"):
+            return None  # a jump out of a parallel loop is illegal
+    if others:
+        return None
+    return f" reduction(+:{','.join(sorted(sums))})" if sums else ""
+
+
+def _direct_names(node) -> set[str]:
+    """The identifiers of an index expression outside any array read in it (in x[i] + j: j)."""
+    if node is None or _kind(node) == "ArrayRef":
+        return set()
+    if _kind(node) == "ID":
+        return {node.name}
+    return set().union(*(_direct_names(c) for _, c in node.children()))
+
+
+REWRITES: dict[str, Callable] = {"sink_sum": sink_sum, "omp_outer": omp_outer,
+                                 "omp_inner": omp_inner}

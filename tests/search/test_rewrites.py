@@ -1,0 +1,90 @@
+"""perfgym's own textbook rewrites: what they make of the built-in tasks' naive kernels, what
+they refuse, and that what they make is right (compiled, checked and timed by the gym)."""
+import pytest
+
+from perfgym import EvalConfig, evaluate, get_task
+from perfgym.search.rewrites import applicable, rewrite
+
+FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+
+
+def naive(name):
+    task = get_task(name)
+    return task, task.baseline.read_text(), task.signature.name
+
+
+def squeeze(code: str) -> str:
+    return "".join(code.split())
+
+
+def test_dgemm_sink_sum_is_the_ikj_order_and_omp_outer_threads_its_rows():
+    task, code, entry = naive("dgemm")
+    ikj = rewrite(code, entry, "sink_sum")
+    flat = squeeze(ikj)
+    assert "C[(i*N)+j]=0.0;" in flat
+    assert "for(intk=0;k<K;k++)for(intj=0;j<N;j++)C[(i*N)+j]+=A[(i*K)+k]*B[(k*N)+j];" in flat
+    threaded = rewrite(ikj, entry, "omp_outer")
+    assert squeeze("#pragma omp parallel for\n  for (int i = 0;") in squeeze(threaded)
+    assert threaded.startswith("#include <omp.h>")
+    assert rewrite(threaded, entry, "omp_outer") is None  # threads already
+
+
+def test_a_reduction_gets_its_clause_and_a_scattered_write_no_pragma():
+    _, dot, entry = naive("dot")
+    assert "reduction(+:sum)" in rewrite(dot, entry, "omp_outer")
+    _, hist, entry = naive("histogram")
+    made = rewrite(hist, entry, "omp_outer")
+    # the zeroing loop is threaded; counts[data[i]]++ is not: two iterations may hit one bin
+    assert made.count("#pragma omp parallel for") == 1
+    assert squeeze("#pragma omp parallel for\nfor (int b = 0;") in squeeze(made)
+
+
+@pytest.mark.parametrize("code", [
+    # a call that may write anything
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) g(x, i); }",
+    # a scalar declared outside, assigned (not summed)
+    "void f(double *x, int n) { double last = 0; for (int i = 0; i < n; i++) last = x[i];"
+    " x[0] = last; }",
+    # a write through a pointer
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) *(x + i) = 1.0; }",
+    # a jump out of the loop
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) { if (x[i] < 0) break; x[i] = 1; }"
+    " }",
+])
+def test_omp_outer_leaves_a_loop_it_cannot_show_independent(code):
+    assert rewrite(code, "f", "omp_outer") is None
+
+
+@pytest.mark.parametrize("code", [
+    # the store names the inner counter: not one output per outer iteration
+    "void f(double *a, double *y, int n) { for (int j = 0; j < n; j++) { double s = 0;"
+    " for (int k = 0; k < n; k++) s += a[k]; y[k] = s; } }",
+    # the sum reads the output
+    "void f(double *a, double *y, int n) { for (int j = 0; j < n; j++) { double s = 0;"
+    " for (int k = 0; k < n; k++) s += y[k] * a[j]; y[j] = s; } }",
+    # the inner bounds name the outer counter (a triangle)
+    "void f(double *a, double *y, int n) { for (int j = 0; j < n; j++) { double s = 0;"
+    " for (int k = 0; k < j; k++) s += a[k]; y[j] = s; } }",
+])
+def test_sink_sum_leaves_a_nest_it_cannot_exchange(code):
+    assert rewrite(code, "f", "sink_sum") is None
+
+
+def test_code_the_parser_cannot_read_gets_no_rewrite():
+    assert applicable("template <int N> void f(double *x) { x[0] = N; }", "f") == {}
+    assert applicable("void f(double *x) { x[0] = ; }", "f") == {}
+    assert applicable("void g(double *x) { for (int i = 0; i < 4; i++) x[i] = 0; }", "f") == {}
+
+
+@pytest.mark.parametrize("name", ["dgemm", "dgemv", "dot", "jacobi2d", "transpose"])
+def test_every_rewrite_of_a_naive_kernel_compiles_and_the_gym_judges_it(name):
+    """Made by rule, judged like any answer: each compiles and runs; what is wrong is a
+    WRONG_ANSWER, never a crash of perfgym's own."""
+    task, code, entry = naive(name)
+    made = applicable(code, entry)
+    assert made, f"no rewrite applies to {name}'s naive kernel"
+    for rule, new in made.items():
+        o = evaluate(task, f"```c\n{new}```", None, FAST)
+        assert o.status.value in ("OK", "WRONG_ANSWER"), (rule, o.message)
+    if name == "dgemm":
+        assert evaluate(task, f"```c\n{made['sink_sum']}```", None, FAST).ok
