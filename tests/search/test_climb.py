@@ -171,3 +171,16 @@ def test_perfgym_rewrites_a_new_parent_before_asking_the_model(tmp_path, dgemm):
     assert {c.op for c in by_round[3]} == {"transform"}
     assert {c.slot.split(":")[3] for c in by_round[3]} == set(asked)
     assert {c.parent_id for c in by_round[3]} == {parent.id}
+
+
+def test_a_round_that_did_not_climb_hands_the_next_the_transforms_it_did_not_ask(
+        tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [BROKEN], "openmp": [BROKEN],
+                                                 "vectorize": [BROKEN]})
+    Climb(engine, ClimbConfig(("loop_order", "openmp", "vectorize"), samples=1, rounds=3,
+                              rewrites=False)).run()
+    asked = [sorted(c.slot.split(":")[3] for c in store.candidates() if c.iteration == r)
+             for r in (1, 2, 3)]
+    # asked so far: loop order twice, OpenMP and vectorize once each
+    assert asked == [["loop_order", "openmp"], ["loop_order", "vectorize"],
+                     ["openmp", "vectorize"]]

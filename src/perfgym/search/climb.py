@@ -109,8 +109,17 @@ class Climb:
         """Round r's answers: each transform not yet in the parent's line, `samples` times
         (every transform again once all are in it)."""
         done = self.applied(parent)
-        todo = ([t for t in self.config.transforms if t not in done]
-                or list(self.config.transforms))[:self.config.per_round]
+        open_ = [t for t in self.config.transforms if t not in done] or list(
+            self.config.transforms)
+        # the ones asked of this parent least often first (then in their order): a round
+        # that did not climb hands the next one the transforms it did not ask
+        asked = {t: 0 for t in open_}
+        for c in self.engine.store.candidates():
+            if c.op == "transform" and c.parent_id == parent.id and c.slot.endswith(":0"):
+                name = c.slot.split(":")[3]
+                asked[name] = asked.get(name, 0) + 1
+        todo = sorted(open_, key=lambda t: (asked[t], open_.index(t)))[:self.config.per_round]
+        todo = [t for t in open_ if t in todo]
         # a resumed round keeps the steps it began with (its slots name them)
         begun = {c.slot.split(":")[3] for c in self.engine.store.candidates(r)
                  if c.slot.startswith(f"climb:{r}:")}
