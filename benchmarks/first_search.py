@@ -6,8 +6,9 @@ against the naive kernel. One draw a run; the JSON collects draws.
                                       [--json benchmarks/results/first_search.json]
                                       [-- OTHER SEARCH FLAGS]
 
-The model is fetched before the clock starts (`perfgym model fetch`, the first use's cost,
-reported apart). A dgemm draw goes to `draws`, with the machine (CPU model and ISA flags), the
+The model is fetched and the engine's settings for this machine chosen before the clock
+starts (`perfgym model fetch` and `perfgym.engine.probe`, the first use's costs, reported
+apart). A dgemm draw goes to `draws`, with the machine (CPU model and ISA flags), the
 wall time, the answers, `train_geomean_speedup` (the result's speedup over naive as the
 geometric mean over the train sizes: what the search judged), `confirmed` (timed again against
 naive at the default size in 5 interleaved runs: `speedup`, `low` at 95%), the held-out sizes'
@@ -40,6 +41,11 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch",
                     search_default_model()], check=True, capture_output=True)
     fetch_seconds = time.monotonic() - started
+    started = time.monotonic()  # the engine's settings for this machine: chosen once
+    subprocess.run([sys.executable, "-c", "from perfgym.engine.probe import engine_settings;"
+                    "from perfgym.models import named_gguf, search_default_model;"
+                    "engine_settings(named_gguf(search_default_model()))"], check=True)
+    probe_seconds = time.monotonic() - started
     run_dir = Path(args.run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)
     command = ["search", "--task", args.task, "--seed", str(args.seed), "--run-dir",
@@ -59,6 +65,7 @@ def main() -> None:
             "machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
             "date": time.strftime("%Y-%m-%d"), "commit": _commit(),
             "wall_seconds": round(wall, 1), "model_fetch_seconds": round(fetch_seconds, 1),
+            "engine_probe_seconds": round(probe_seconds, 1),
             "answers": result["answers"]["answers"], "answer_counts": result["answers"],
             "best_id": result["best_id"], "best_message": best.get("message"),
             "train_geomean_speedup": best.get("speedup"),
