@@ -15,4 +15,6 @@ cache) a batch of 32 runs 9x faster than exact FP32. Search takes both. Training
 exactness (`OpenVINOEngine(exact=True)`): its samples must come from the trainer's own
 distribution.
 """
+# The precisions themselves are chosen on the machine that runs them (engine/probe.py): the
+# table above holds on the machine it was measured on.
 SHIPPED_ENGINE = {"exact": False, "prefix_caching": True, "cache_gb": 2}
