@@ -184,3 +184,20 @@ def test_a_round_that_did_not_climb_hands_the_next_the_transforms_it_did_not_ask
     # asked so far: loop order twice, OpenMP and vectorize once each
     assert asked == [["loop_order", "openmp"], ["loop_order", "vectorize"],
                      ["openmp", "vectorize"]]
+
+
+def test_the_live_view_shows_the_round_the_best_and_its_speedup():
+    from rich.console import Console
+
+    from perfgym.cli.search import _LiveView
+    from perfgym.store import Candidate
+    view = _LiveView(enabled=False)
+    for i, (status, rate, speedup) in enumerate([("OK", 5.0, 3.5), ("WRONG_ANSWER", None, None),
+                                                 ("OK", 2.0, 1.4)]):
+        view.update(Candidate(i, f"climb:2:1:x:{i}", 2, None, 1, "transform", "p", None, "",
+                              status, None, rate, {"status": status, "speedup": speedup}))
+    console = Console(width=200, record=True)
+    console.print(view._render())
+    text = console.export_text()
+    assert "5.00" in text and "3.50" in text and "OK:2 WRONG_ANSWER:1" in text
+    assert "x naive" in text and "minutes" in text

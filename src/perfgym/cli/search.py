@@ -65,20 +65,29 @@ def as_started(config: dict, started_with: dict) -> dict:
 
 
 class _LiveView:
-    """Iteration, candidates evaluated, best GFLOP/s so far and the status mix, kept current."""
+    """Iteration (a climb's round), candidates evaluated, best GFLOP/s so far and its speedup
+    over naive, the time spent and the status mix, kept current."""
 
     def __init__(self, enabled: bool) -> None:
+        import time
+
         from rich.live import Live
         self.counts: dict[str, int] = {}
         self.best: float | None = None
+        self.best_speedup: float | None = None
         self.iteration = 0
+        self.started = time.monotonic()
         self.live = Live(self._render(), console=err_console, refresh_per_second=4,
                          transient=False) if enabled else None
 
     def _render(self):
-        table = Table("iteration", "evaluated", "best GFLOP/s", "status mix")
+        import time
+        table = Table("iteration", "evaluated", "best GFLOP/s", "x naive", "minutes",
+                      "status mix")
         table.add_row(str(self.iteration), str(sum(self.counts.values())),
                       f"{self.best:.2f}" if self.best else "-",
+                      f"{self.best_speedup:.2f}" if self.best_speedup else "-",
+                      f"{(time.monotonic() - self.started) / 60:.1f}",
                       " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items())))
         return table
 
@@ -87,6 +96,7 @@ class _LiveView:
         self.counts[candidate.status] = self.counts.get(candidate.status, 0) + 1
         if candidate.ok and candidate.gflops and (self.best is None or candidate.gflops > self.best):
             self.best = candidate.gflops
+            self.best_speedup = (candidate.outcome or {}).get("speedup")
         if self.live:
             self.live.update(self._render())
 
@@ -124,7 +134,8 @@ def search_cmd(
     run_dir: Path = typer.Option(Path("runs/latest"), help="where the run store lives"),
     resume: bool = typer.Option(False, help="continue the run in --run-dir"),
     iterations: Optional[int] = typer.Option(None, help="SQD iterations (default 3; 1 with "
-                                             "the local default model, a short first run)"),
+                                             "the local default model, a short first run); "
+                                             "climb: rounds at most"),
     g: int = typer.Option(4, "--G", help="children per node (SQD); answers per transform "
                           "per round (climb)"),
     transforms: str = typer.Option(",".join(TRANSFORMS), help="climb: the textbook "
@@ -136,7 +147,9 @@ def search_cmd(
                                            "the model, --iterations or --max-candidates)"),
     budget_minutes: Optional[float] = typer.Option(None, help="SQD: start a restart only while "
                                                    "the time spent plus the longest restart "
-                                                   "yet fits this many minutes"),
+                                                   "yet fits this many minutes; climb: the "
+                                                   "same for its rounds (default 12 in the "
+                                                   "no-flag search)"),
     ratios: Optional[str] = typer.Option(None, help=f"SQD top,middle,error shares (default "
                                          f"{RATIOS}; {NO_FLAG_RATIOS} when no flag sets the "
                                          "model, --iterations or --max-candidates)"),
