@@ -88,3 +88,10 @@ def test_every_rewrite_of_a_naive_kernel_compiles_and_the_gym_judges_it(name):
         assert o.status.value in ("OK", "WRONG_ANSWER"), (rule, o.message)
     if name == "dgemm":
         assert evaluate(task, f"```c\n{made['sink_sum']}```", None, FAST).ok
+
+
+def test_a_model_s_pathological_code_gets_no_rewrite_and_no_crash():
+    deep = "void f(double *x) { x[0] = " + "(" * 5000 + "1" + ")" * 5000 + "; }"
+    assert applicable(deep, "f") == {}
+    long = "void f(double *x) { " + "x[0] = 1; " * 5000 + "}"
+    assert applicable(long, "f") == {}

@@ -38,6 +38,8 @@ import copy
 import re
 from typing import Callable
 
+MAX_CODE_CHARS = 20_000  # a parent's code is capped at 6,000 (search.engine); past this, none
+
 # types the kernels use that only their headers declare: declared for the parser, not printed
 _TYPEDEFS = ("typedef unsigned long size_t; typedef long ptrdiff_t; typedef int int32_t; "
              "typedef long int64_t; typedef unsigned int uint32_t; typedef unsigned long "
@@ -48,6 +50,15 @@ _TYPEDEFS = ("typedef unsigned long size_t; typedef long ptrdiff_t; typedef int 
 def rewrite(code: str, entry_name: str, name: str) -> str | None:
     """`code` with the rewrite `name` applied, as the whole kernel file (its #include lines
     first), or None where it does not apply or the code does not parse."""
+    try:
+        return _rewrite(code, entry_name, name)
+    except RecursionError:  # a model's expression nested past the parser's stack
+        return None
+
+
+def _rewrite(code: str, entry_name: str, name: str) -> str | None:
+    if len(code) > MAX_CODE_CHARS:
+        return None
     parsed = _parse(code)
     if parsed is None:
         return None
