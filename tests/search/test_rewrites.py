@@ -95,3 +95,13 @@ def test_a_model_s_pathological_code_gets_no_rewrite_and_no_crash():
     assert applicable(deep, "f") == {}
     long = "void f(double *x) { " + "x[0] = 1; " * 5000 + "}"
     assert applicable(long, "f") == {}
+
+
+def test_simd_inner_lets_a_sum_vectorize_and_threads_join_it_on_one_loop():
+    _, dot, entry = naive("dot")
+    lanes = rewrite(dot, entry, "simd_inner")
+    assert "#pragma omp simd reduction(+:sum)" in lanes
+    both = rewrite(lanes, entry, "omp_outer")
+    assert "#pragma omp parallel for simd reduction(+:sum)" in both
+    assert both.count("#pragma") == 1 and both.count("#include <omp.h>") == 1
+    assert rewrite(both, entry, "simd_inner") is None  # a pragma there already

@@ -39,7 +39,8 @@ TRANSFORMS = ("loop_order", "openmp", "vectorize", "blocking", "unroll")
 # OpenMP answer is a stage violation, not the parent of the next round.
 NO_THREADS = 3
 # the transform each of perfgym's own rewrites is (search/rewrites.py)
-REWRITE_IS = {"sink_sum": "loop_order", "omp_outer": "openmp", "omp_inner": "openmp"}
+REWRITE_IS = {"sink_sum": "loop_order", "omp_outer": "openmp", "omp_inner": "openmp",
+              "simd_inner": "vectorize"}
 
 
 @dataclass

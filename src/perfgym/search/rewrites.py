@@ -27,6 +27,9 @@ The rewrites:
   counter outside any array read (not `counts[bin]++`). Loops nested in a parallel loop are
   left alone. `omp_inner`: the same on the loops directly inside each outermost loop (a
   stencil's sweeps inside its time steps).
+- `simd_inner` (an inner loop the compiler vectorizes): `#pragma omp simd` on each innermost
+  loop that could take `parallel for` by the same rule, with its reduction clause: gcc -O3
+  vectorizes a floating-point sum only when told it may reorder it.
 
 Neither proves the change legal: the gym's check at fresh inputs and every train size is the
 judge, as for any answer. A kernel the parser cannot read (C++, macros, GNU extensions) gets
@@ -73,7 +76,7 @@ def _rewrite(code: str, entry_name: str, name: str) -> str | None:
     after = _generate(ast)
     if after == before:
         return None
-    if "#pragma omp" in after and "<omp.h>" not in includes:
+    if "#pragma omp" in after and not any("<omp.h>" in line for line in includes):
         includes = includes + ["#include <omp.h>"]
     return "\n".join(includes) + ("\n\n" if includes else "") + after.strip() + "\n"
 
@@ -257,7 +260,35 @@ def omp_inner(func) -> bool:
 
 
 def _threaded(func) -> bool:
-    return any(_kind(n) == "Pragma" and "omp" in n.string for n in _walk_all(func.body))
+    return any(_kind(n) == "Pragma" and "omp parallel" in n.string
+               for n in _walk_all(func.body))
+
+
+def simd_inner(func) -> bool:
+    """`#pragma omp simd` on the innermost loops that can take it, with `reduction(+:s)` for a
+    scalar they only add to: gcc vectorizes a sum of doubles only when told it may reorder it
+    (a dot product's naive loop: one add waits for the last)."""
+    made = False
+
+    def visit(items: list) -> bool:
+        nonlocal made
+        at = 0
+        while at < len(items):
+            loop = items[at]
+            before = items[at - 1] if at else None
+            if (_kind(loop) == "For" and _kind(loop.init) == "DeclList"
+                    and not any(_kind(n) in ("For", "While", "DoWhile")
+                                for n in _walk_all(loop.stmt))
+                    and not (before is not None and _kind(before) == "Pragma")):
+                clause = _parallel_clause(loop)
+                if clause is not None:
+                    from pycparser import c_ast
+                    items.insert(at, c_ast.Pragma("omp simd" + clause))
+                    made, at = True, at + 1
+            at += 1
+        return False
+    _each_statement_list(func, visit)
+    return made
 
 
 def _parallelize(items: list) -> bool:
@@ -267,7 +298,12 @@ def _parallelize(items: list) -> bool:
         loop = items[at]
         if _kind(loop) == "For" and _kind(loop.init) == "DeclList":
             clause = _parallel_clause(loop)
-            if clause is not None:
+            before = items[at - 1] if at else None
+            if clause is not None and before is not None and _kind(before) == "Pragma":
+                if before.string.startswith("omp simd"):  # one loop: threads and lanes
+                    before.string = "omp parallel for simd" + clause
+                    made = True
+            elif clause is not None:
                 items.insert(at, c_ast.Pragma("omp parallel for" + clause))
                 made, at = True, at + 1
         at += 1
@@ -325,4 +361,4 @@ def _direct_names(node) -> set[str]:
 
 
 REWRITES: dict[str, Callable] = {"sink_sum": sink_sum, "omp_outer": omp_outer,
-                                 "omp_inner": omp_inner}
+                                 "omp_inner": omp_inner, "simd_inner": simd_inner}
