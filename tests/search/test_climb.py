@@ -204,3 +204,20 @@ def test_the_live_view_shows_the_round_the_best_and_its_speedup():
     text = console.export_text()
     assert "5.00" in text and "3.50" in text and "OK:2 WRONG_ANSWER:1" in text
     assert "x naive" in text and "minutes" in text
+
+
+def test_the_model_s_answers_are_capped_near_the_parent_s_length(tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [BROKEN], "openmp": [BROKEN]})
+    engine.sampling = {"max_tokens": 2048, "temperature": 0.3}
+    seen = []
+    generate = engine.policy.generate
+    engine.policy.generate = lambda prompts, n, **kw: seen.append(kw["max_tokens"]) or \
+        generate(prompts, n, **kw)
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=1, rounds=1,
+                                      rewrites=False))
+    climb.run()
+    seed = next(c for c in store.candidates() if c.op == "seed")
+    code = climb_mod.parent_code(dgemm, seed)
+    assert 300 < len(code) < 2048
+    assert seen == [max(climb_mod.MIN_ANSWER_TOKENS, len(code))]
+    assert engine.sampling["max_tokens"] == 2048  # restored after the round

@@ -23,6 +23,7 @@ spent plus the longest round yet fits; the last round is cut to the answers that
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -32,6 +33,7 @@ from .engine import Engine, Step, parent_code
 from .sqd import summary
 
 TRANSFORMS = ("loop_order", "openmp", "vectorize", "blocking", "unroll")
+MIN_ANSWER_TOKENS = 384  # the least a climb's answer may take (see Climb._answer_cap)
 # The stage rules of a step that is not about threads, until OpenMP is in the kernel's line:
 # SQD's stage 3, every technique but OpenMP (and prefetching). Asked for a loop order with
 # <omp.h> in its opening, the coder wrote `#pragma omp parallel for collapse(2)` over the
@@ -97,7 +99,8 @@ class Climb:
             if not steps:
                 store.event("climb_stopped", round=r, budget=self.config.budget_seconds)
                 break
-            children = self.engine.run_steps(steps)
+            with self._answer_cap(parent):
+                children = self.engine.run_steps(steps)
             better = self.better_child(parent, children)
             if better is not None:
                 parent = better
@@ -179,6 +182,22 @@ class Climb:
             return None
         best = max(ok, key=lambda c: (c.gflops, -c.id))
         return best if best.gflops >= (parent.gflops or 0.0) * self.config.min_gain else None
+
+    @contextmanager
+    def _answer_cap(self, parent: Candidate):
+        """The model's answers capped at the parent's length in characters as tokens (about
+        3.5 times its tokens; at least MIN_ANSWER_TOKENS): one change of a kernel is about as
+        long as the kernel, and a batch decodes until its longest answer ends (a dgemm round
+        waited 400 s on two answers that ran to the 768-token limit, both wrong)."""
+        sampling = self.engine.sampling
+        limit = sampling.get("max_tokens")
+        cap = max(MIN_ANSWER_TOKENS, len(parent_code(self.engine.task, parent) or ""))
+        if limit is not None and cap < limit:
+            self.engine.sampling = {**sampling, "max_tokens": cap}
+        try:
+            yield
+        finally:
+            self.engine.sampling = sampling
 
     def _begun(self, r: int) -> bool:
         return any(c.slot.startswith(f"climb:{r}:") for c in self.engine.store.candidates(r))
