@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
 from ..executors import Request, evaluate_many
+from ..lane import bounded, reward_wait
 from ..multisize import aggregate
 from ..opening import answer_start, closed, full_answer
 from ..outcome import Outcome
@@ -148,11 +150,14 @@ def check_scheme(reward: str) -> None:
 
 def score_answers(items: Sequence[tuple[Label, str]], reward: str = "tiered",
                   groups: Sequence[Any] | None = None,
-                  executor: Callable[..., list[Outcome]] | None = None) -> list[Scored]:
+                  executor: Callable[..., list[Outcome]] | None = None,
+                  cancel: threading.Event | None = None) -> list[Scored]:
     """Rewards for (label, answer) pairs, in order. All of them are evaluated in one batch
     (builds in parallel, timings one at a time in the exclusive lane); `groups` gives each
     item's group (the answers to one prompt: group_normalized compares within it), by default
-    one group for the batch."""
+    one group for the batch. Each wait for the lane lasts at most PERFGYM_REWARD_WAIT seconds
+    (lane.reward_wait), after which the answer is refused with the reason, neutral in its
+    group; `cancel` set: what has not started timing stops (lane.Cancelled is raised)."""
     check_scheme(reward)
     run = executor or evaluate_many
     groups = list(groups) if groups is not None else [0] * len(items)
@@ -163,7 +168,8 @@ def score_answers(items: Sequence[tuple[Label, str]], reward: str = "tiered",
         for size in label.size_list(task) or [None]:
             requests.append(Request(task, answer, size, eval_config(label), tag=i))
             owner.append(i)
-    outcomes = run(requests) if requests else []
+    with bounded(reward_wait(), cancel):
+        outcomes = run(requests) if requests else []
     parts: dict[int, list[Outcome]] = {}
     for i, o in zip(owner, outcomes):
         parts.setdefault(i, []).append(o)
