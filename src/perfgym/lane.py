@@ -28,9 +28,11 @@ from typing import Iterator, Optional
 
 from .errors import HostError
 
-# /run/lock is the machine's directory for lock files (a tmpfs: never stale across boots)
-LOCK_PATH = (Path("/run/lock") if os.path.isdir("/run/lock")
-             else Path(tempfile.gettempdir())) / "perfgym-lane.lock"
+# /run/lock is the machine's directory for lock files (a tmpfs: never stale across boots);
+# $PERFGYM_LANE_LOCK moves it (containers of one machine share it through a mounted file)
+LOCK_PATH = Path(os.environ.get("PERFGYM_LANE_LOCK") or (
+    (Path("/run/lock") if os.path.isdir("/run/lock") else Path(tempfile.gettempdir()))
+    / "perfgym-lane.lock"))
 
 REWARD_WAIT = 120.0  # seconds a reward call waits for each hold of the lane, by default: under
 # OpenRLHF's 180 s client timeout with room for the build and the timing itself
@@ -78,6 +80,13 @@ def bounded(seconds: Optional[float], cancel: Optional[threading.Event] = None
         yield
     finally:
         _bound.reset(token)
+
+
+def cancelled() -> bool:
+    """Whether the caller of this context's bounded waits has gone (for waits of other kinds,
+    such as the Ray executor's for its nodes)."""
+    bound = _bound.get()
+    return bool(bound and bound.cancel is not None and bound.cancel.is_set())
 
 
 class _Waiting:

@@ -14,10 +14,12 @@ evaluation; the same scheme over the same group.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import threading
+from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
@@ -193,6 +195,40 @@ def neutral(group: list[float]) -> list[float]:
     known = [r for r in group if math.isfinite(r)]
     fill = sum(known) / len(known) if known else 0.0
     return [r if math.isfinite(r) else fill for r in group]
+
+
+class RecentRewards:
+    """The last rewards each prompt earned in this process. A refused answer scored without its
+    group (OpenRLHF sends one rollout per request, verl's reward loop one sample per call)
+    gets their mean: the best estimate of its group's mean there is, so its advantage is
+    about zero, where a bare 0 would sit between failures and successes under tiered."""
+
+    KEEP = 16  # rewards per prompt
+    PROMPTS = 4096  # prompts remembered, the least recently scored dropped first
+
+    def __init__(self) -> None:
+        self._by: OrderedDict[str, deque] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(prompt: Any) -> str:
+        return hashlib.sha256(repr(prompt).encode()).hexdigest()
+
+    def record(self, prompt: Any, reward: float) -> None:
+        key = self._key(prompt)
+        with self._lock:
+            self._by.setdefault(key, deque(maxlen=self.KEEP)).append(reward)
+            self._by.move_to_end(key)
+            while len(self._by) > self.PROMPTS:
+                self._by.popitem(last=False)
+
+    def neutral(self, prompt: Any) -> float:
+        with self._lock:
+            seen = self._by.get(self._key(prompt))
+            return sum(seen) / len(seen) if seen else 0.0
+
+
+recent = RecentRewards()
 
 
 def missing_extra(extra: str, module: str) -> RuntimeError:
