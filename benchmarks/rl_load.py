@@ -256,6 +256,19 @@ def ray_cluster(nodes: int, env: dict):
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        forget_cluster(port)
+
+
+def forget_cluster(port: int) -> None:
+    """Remove Ray's note of the current cluster when it names the head just ended: a head
+    killed rather than stopped leaves it, and a later ray.init() with no address would try
+    to join the dead cluster."""
+    note = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:
+        if note.read_text().strip().endswith(f":{port}"):
+            note.unlink()
+    except OSError:
+        pass
 
 
 def wait_for_nodes(url: str, address: str, nodes: int, env: dict) -> None:

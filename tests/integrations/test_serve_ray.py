@@ -25,6 +25,18 @@ from answers import ANSWERS, LABEL  # noqa: E402
 from service import free_port  # noqa: E402
 
 
+def forget_cluster(port: int) -> None:
+    """Remove Ray's note of the current cluster when it names the head just ended: a head
+    killed rather than stopped leaves it, and a later ray.init() with no address would try
+    to join the dead cluster."""
+    note = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:
+        if note.read_text().strip().endswith(f":{port}"):
+            note.unlink()
+    except OSError:
+        pass
+
+
 def test_serve_lists_ray_address():
     out = subprocess.run([sys.executable, "-m", "perfgym.cli", "serve", "--help"],
                          capture_output=True, text=True, timeout=120,
@@ -58,6 +70,7 @@ def cluster():
             os.killpg(head.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        forget_cluster(port)
         shutil.rmtree(home, ignore_errors=True)
 
 
