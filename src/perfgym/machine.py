@@ -8,6 +8,7 @@ and every figure keeps its best.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import math
 import json
@@ -16,11 +17,13 @@ import platform
 import re
 import subprocess
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .backends.c.build import C, compiler_version
 from .cpuinfo import _cpuinfo, isa_flags  # noqa: F401  (perfgym.machine.isa_flags)
@@ -275,40 +278,63 @@ def measure(compiler: str = "gcc", previous: dict[str, Any] | None = None) -> di
 
 
 _loaded: dict[tuple[str, str], dict[str, Any]] = {}  # per process: read the file once
+_probing = threading.Lock()  # one probe per process; the file lock makes it one per machine
 
 
 def machine_info(compiler: str = "gcc", refresh: bool = False) -> dict[str, Any]:
     """The measured facts of this machine, from the cache unless `refresh`. Every evaluation
     asks, so the answer is kept in memory after the first read. A cached measurement that was
     disturbed is measured again once it is RETRY_DISTURBED_AFTER old (not by every process of
-    a busy spell), its figures only ever improving."""
+    a busy spell), its figures only ever improving.
+
+    The probe runs once per machine and cache, however many threads and processes ask at once
+    (verl's reward loop asks from 16 threads on a fresh node): the first takes a thread lock
+    and a file lock beside the cache file and measures; the others wait for it and read what
+    it wrote. Sixteen probes at once would each be disturbed by the other fifteen."""
     fp = fingerprint(compiler)
     path = cache_dir() / "machine" / f"{fp['id']}.json"
     memo_key = (compiler, str(path))
     if not refresh and memo_key in _loaded:
         return _loaded[memo_key]
-    cached = None
-    if path.is_file():
-        try:
-            cached = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            pass
-        if not (isinstance(cached, dict) and REQUIRED_KEYS <= set(cached)):
-            cached = None  # an older or damaged file: measure afresh
-    if cached and not refresh and (cached["probe"]["consistent"] or
-                                   time.time() - path.stat().st_mtime < RETRY_DISTURBED_AFTER):
-        # derived, so a cached measurement gets the bound as it is computed now
-        cached["isa_bound_gflops"] = isa_bound_gflops(cached)
-        cached["isa_bound_gflops_fp32"] = isa_bound_gflops(cached, fp32=True)
-        _loaded[memo_key] = cached
-        return cached
-    info = measure(compiler, previous=None if refresh else cached)
-    _loaded[memo_key] = info
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info, indent=2))
-    tmp.replace(path)
-    return info
+    with _probing, _file_lock(path.with_suffix(".lock")):
+        if not refresh and memo_key in _loaded:  # another thread measured while we waited
+            return _loaded[memo_key]
+        cached = _read_cached(path)
+        if cached and not refresh and (cached["probe"]["consistent"] or
+                                       time.time() - path.stat().st_mtime
+                                       < RETRY_DISTURBED_AFTER):
+            # derived, so a cached measurement gets the bound as it is computed now
+            cached["isa_bound_gflops"] = isa_bound_gflops(cached)
+            cached["isa_bound_gflops_fp32"] = isa_bound_gflops(cached, fp32=True)
+            _loaded[memo_key] = cached
+            return cached
+        info = measure(compiler, previous=None if refresh else cached)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(info, indent=2))
+        tmp.replace(path)
+        _loaded[memo_key] = info
+        return info
+
+
+def _read_cached(path: Path) -> dict[str, Any] | None:
+    """The cached measurement, None when there is none or it is older or damaged."""
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return cached if isinstance(cached, dict) and REQUIRED_KEYS <= set(cached) else None
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on `path`, held until the block ends (released if the process dies)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def probe_report(info: dict[str, Any]) -> list[str]:

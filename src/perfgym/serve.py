@@ -36,10 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import __version__
 from .config import OPT_LEVELS, EvalConfig
 from .errors import HostError
+from .lane import bounded, reward_wait
 from .executors import Request as EvalRequest
 from .executors import evaluate_many
-from .integrations import Label, score_answers
-from .integrations.openrlhf import OpenRLHFRequest, OpenRLHFResponse, answer_of
+from .integrations import executor_for
+from .inflight import CallerGone, Inflight, content_key
+from .integrations.openrlhf import OpenRLHFRequest, OpenRLHFResponse, score_rollouts
 from .integrations.openrlhf import check as check_openrlhf
 from .opening import answer_start, closed, full_answer
 from .rewards import SCHEMES, score
@@ -194,13 +196,17 @@ async def _refuse(send, status: int, detail: str, close: bool = True) -> None:
 
 def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                allow_tasks: list[str] | None = None, request_timeout: float = REQUEST_TIMEOUT,
-               idle_timeout: float = IDLE_TIMEOUT) -> FastAPI:
+               idle_timeout: float = IDLE_TIMEOUT, ray_address: str | None = None) -> FastAPI:
     app = FastAPI(title="perfgym reward service", version=__version__,
                   description=__doc__.split("\n\n")[0])
     bearer = HTTPBearer(auto_error=False)
     known = set(allow_tasks or builtin_names() + builtin_gpu_names())
     state = {"requests": 0, "candidates": 0, "in_flight": 0, "started": time.time()}
     lock = threading.Lock()
+    inflight = Inflight(workers=max(64, max_batch))
+    # this machine, or a Ray cluster's benchmark nodes (connected now: a wrong address is
+    # told at start, not at the first reward)
+    executor = executor_for(ray_address) if ray_address else evaluate_many
 
     def authorized(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
@@ -246,7 +252,9 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
         return {"status": "ok", "version": __version__, "machine": machine,
                 "uptime": time.time() - state["started"], **{k: state[k] for k in
                                                              ("requests", "candidates",
-                                                              "in_flight")}}
+                                                              "in_flight")},
+                "evaluations_started": inflight.started,
+                "evaluations_cancelled": inflight.cancelled, "ray_address": ray_address}
 
     @app.get("/tasks", dependencies=[Depends(authorized)])
     def tasks() -> list[dict[str, Any]]:
@@ -316,8 +324,8 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             if len({body.candidates[i].opened for i in members}) > 1:
                 raise HTTPException(400, "a group mixes opened and whole answers: its rewards "
                                     "would not compare; give them different groups")
-        with evaluating(len(requests)):
-            outcomes = evaluate_many(requests)
+        with evaluating(len(requests)), bounded(reward_wait()):
+            outcomes = executor(requests)
         if failed := [o for o in outcomes if o.status.value == "HOST_ERROR"]:  # no reward
             raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
         rewards = [0.0] * len(outcomes)
@@ -333,16 +341,18 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
 
     @app.post("/openrlhf", response_model=OpenRLHFResponse,
               dependencies=[Depends(authorized_or_basic)],
-              responses={400: {"description": "bad label, unknown task, or a query without "
-                               "its prompt"},
+              responses={400: {"description": "query, prompts and labels differ in length"},
                          401: {"description": "missing or wrong token"},
-                         413: {"description": "body over the limit"},
-                         503: {"description": "the host cannot evaluate"}})
-    def openrlhf(body: OpenRLHFRequest,
-                 reward: Literal[tuple(SCHEMES)] = "tiered"  # type: ignore[valid-type]
-                 ) -> OpenRLHFResponse:
+                         413: {"description": "body over the limit"}})
+    async def openrlhf(request: Request, body: OpenRLHFRequest,
+                       reward: Literal[tuple(SCHEMES)] = "tiered"  # type: ignore[valid-type]
+                       ) -> Any:
         """OpenRLHF's remote reward model: its rollouts (prompt + response), prompts and
-        labels in, one reward per rollout out. The rollouts of one prompt form a group."""
+        labels in, one reward per rollout out, always a number: a rollout that cannot be
+        judged (a bad label, a query without its prompt, a refused timing, a host fault) is
+        neutral, with its reason in extra_logs["perfgym_reason"] and "reasons". The rollouts
+        of one prompt form a group. A request whose client goes away is cancelled; the same
+        request sent again while it runs joins it."""
         if len(body.query) > max_batch:
             raise HTTPException(422, f"{len(body.query)} rollouts: the limit is {max_batch} "
                                 "per request")
@@ -350,24 +360,16 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             check_openrlhf(body)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from None
-        items = []
-        for i, (query, prompt, label) in enumerate(zip(body.query, body.prompts, body.labels)):
-            try:
-                parsed = Label.parse(label)
-                if parsed.task not in known:
-                    raise ValueError(f"unknown task {parsed.task!r}")
-                items.append((parsed, answer_of(query, prompt)))
-            except (ValueError, TaskError) as exc:
-                raise HTTPException(400, f"rollout {i}: {exc}") from None
-        with evaluating(len(items)):
-            scored = score_answers(items, reward, groups=body.prompts)
-        if failed := [s.outcome for s in scored if s.outcome.status.value == "HOST_ERROR"]:
-            raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
-        rewards = [s.reward for s in scored]
-        return OpenRLHFResponse(rewards=rewards, scores=rewards, extra_logs={
-            "perfgym_ok": [float(s.outcome.ok) for s in scored],
-            "perfgym_gflops": [float(s.outcome.gflops or 0.0) for s in scored],
-            "perfgym_refused": [float(s.refused) for s in scored]})
+        key = content_key("openrlhf", reward, body.query, body.prompts, body.labels)
+
+        def work(cancel: threading.Event) -> OpenRLHFResponse:
+            with evaluating(len(body.query)):
+                return score_rollouts(body, reward, known, cancel, executor)
+
+        try:
+            return await inflight.run(key, work, request.is_disconnected)
+        except CallerGone:  # nobody reads this answer
+            return Response(status_code=499)
 
     return app
 
@@ -381,12 +383,12 @@ def _groups(candidates: list[Candidate]) -> dict[str, list[int]]:
 
 def serve(host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
           max_batch: int = 64, max_body: int = 4 << 20, request_timeout: float = REQUEST_TIMEOUT,
-          idle_timeout: float = IDLE_TIMEOUT) -> None:
+          idle_timeout: float = IDLE_TIMEOUT, ray_address: str | None = None) -> None:
     import uvicorn
     request_timeout = _seconds("PERFGYM_SERVE_REQUEST_TIMEOUT", request_timeout)
     idle_timeout = _seconds("PERFGYM_SERVE_IDLE_TIMEOUT", idle_timeout)
     app = create_app(token, max_batch, max_body, request_timeout=request_timeout,
-                     idle_timeout=idle_timeout)
+                     idle_timeout=idle_timeout, ray_address=ray_address)
     uvicorn.run(app, host=host, port=port, log_level="info",
                 http=header_deadline_protocol(request_timeout))
 

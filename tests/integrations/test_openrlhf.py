@@ -97,27 +97,78 @@ def test_wrong_token_gets_no_reward(rows, server):
 
 
 @pytest.mark.parametrize("body,status,fragment", [
-    ({"query": ["p x"], "prompts": ["p "], "labels": ['{"task": "nope"}']}, 400, "no built-in"),
-    ({"query": ["p x"], "prompts": ["q "], "labels": ["dot"]}, 400, "does not start"),
     ({"query": ["p x", "p y"], "prompts": ["p "], "labels": ["dot"]}, 400, "differ in length"),
-    ({"query": ["p x"], "prompts": ["p "], "labels": ['{"task": "dot", "x": 1}']}, 400,
-     "unknown fields"),
-    ({"query": ["p x"], "prompts": ["p "], "labels": ['{"task": "dot", "sizes": "0"}']}, 400,
-     "rollout 0"),
-    ({"query": ["p x"], "prompts": ["p "], "labels": [{"task": "dot", "stage": True}]}, 400,
-     "stage"),
-    ({"query": ["p x"], "prompts": ["p "], "labels": [{"task": "dot", "opened": "no"}]}, 400,
-     "opened"),
-    ({"query": ["p x"], "prompts": ["p "], "labels": [[1, 2]]}, 400, "task name or an object"),
     ({"query": [], "prompts": [], "labels": []}, 422, ""),
     ({"query": ["p x"] * 65, "prompts": ["p "] * 65, "labels": ["dot"] * 65}, 422, "limit"),
 ])
-def test_bad_requests_are_refused_with_the_reason(server, body, status, fragment):
+def test_malformed_requests_are_refused_with_the_reason(server, body, status, fragment):
+    """Only a request OpenRLHF's client never sends is an error: not one reward per rollout."""
     import httpx
     r = httpx.post(server + "/openrlhf", json=body, timeout=60,
                    headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == status, r.text
     assert fragment in r.text
+
+
+PROMPT = "<|im_start|>user\nWrite a faster dot kernel, please.<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("query,prompt,label,code,fragment", [
+    ("p x", "p ", '{"task": "nope"}', 2, "no built-in"),
+    ("p x", "p ", "", 2, "no built-in"),  # an empty label column
+    ("p x", "p ", '{"task": "dot", "x": 1}', 2, "unknown fields"),
+    ("p x", "p ", '{"task": "dot", "sizes": "0"}', 2, "bad label"),
+    ("p x", "p ", {"task": "dot", "stage": True}, 2, "stage"),
+    ("p x", "p ", {"task": "dot", "opened": "no"}, 2, "opened"),
+    ("p x", "p ", [1, 2], 2, "task name or an object"),
+    ("q x", PROMPT, "dot", 3, "does not start"),  # nothing of the prompt in the query
+])
+def test_a_rollout_that_cannot_be_judged_gets_a_neutral_number_and_its_reason(
+        server, query, prompt, label, code, fragment):
+    """OpenRLHF 0.11.2's client drops a 4xx's reason, retries 5 times and leaves the reward
+    None, which its experience maker cannot take: every rollout gets a number."""
+    import httpx
+    r = httpx.post(server + "/openrlhf", json={"query": [query], "prompts": [prompt],
+                                               "labels": [label]},
+                   timeout=60, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["rewards"] == [0.0]  # neutral: nothing of this prompt scored before
+    assert out["extra_logs"]["perfgym_reason"] == [float(code)]
+    assert out["extra_logs"]["perfgym_refused"] == [1.0]
+    assert fragment in out["reasons"][0]
+
+
+def test_a_prompt_cut_from_the_left_is_judged_on_its_answer(server):
+    """OpenRLHF cuts a prompt longer than --max_len from the left (its token ids), so the
+    query starts with the prompt's tail, after a broken character: the answer is still found."""
+    import httpx
+    answer = ANSWERS["no_code"]
+    body = {"query": ["\ufffd" + PROMPT[-30:] + answer], "prompts": [PROMPT],
+            "labels": [LABEL]}
+    out = httpx.post(server + "/openrlhf?reward=tiered", json=body, timeout=300,
+                     headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert out["extra_logs"]["perfgym_truncated"] == [1.0]
+    assert out["extra_logs"]["perfgym_reason"] == [0.0] and out["rewards"] == [-100.0]
+    assert "cut from the left" in out["reasons"][0]
+
+
+def test_openrlhf_client_gets_a_number_for_a_cut_prompt_and_an_empty_label(rows, server,
+                                                                           tmp_path):
+    tokenizer, dataset = rows
+    _, prompt, label, _ = dataset[0]
+    url = server.replace("http://", f"http://perfgym:{TOKEN}@") + "/openrlhf?reward=tiered"
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+    engine = AnsweringEngine(tokenizer, ANSWERS["wrong_answer"])
+    length = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    # max_len 200 tokens short of the prompt and its answer: OpenRLHF cuts the prompt
+    params = SimpleNamespace(max_tokens=len(engine.ids), logprobs=None)
+    out = asyncio.run(SingleTurnAgentExecutor(url).execute(
+        prompt, label, params, length + len(engine.ids) - 200, tokenizer, engine))
+    assert out["reward"] == [eval_reward("wrong_answer", tmp_path)]
+    assert out["extra_logs"]["perfgym_truncated"] == [1.0]
+    out = rollout(url, tokenizer, prompt, "", ANSWERS["naive"])
+    assert out["reward"] is not None and out["extra_logs"]["perfgym_reason"] == [2.0]
 
 
 def test_the_route_takes_the_bearer_token_and_refuses_none(server):

@@ -28,7 +28,7 @@ def export_verl(out: Path = typer.Option(Path("perfgym_train.parquet"), "--out",
                                             "extra_info.opening and the model writes the body"),
                 ) -> None:
     """Write verl's RL Parquet (chat prompt, data_source, reward_model, extra_info); OpenRLHF
-    reads it too (--input_key prompt --label_key label)."""
+    reads it too (--data.input_key prompt --data.label_key label)."""
     from ..integrations.dataset import rows, write_parquet
     if out.is_dir():
         raise UserError(f"--out {out} is a directory; give a .parquet file")

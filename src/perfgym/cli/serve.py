@@ -20,8 +20,13 @@ def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (local
               no_auth: bool = typer.Option(False, "--no-auth", help="serve without a token "
                                            "(only sensible on localhost)"),
               max_batch: int = typer.Option(64, help="candidates per request"),
-              max_body: int = typer.Option(4 << 20, help="bytes per request")) -> None:
-    """Serve the gym over HTTP: POST /evaluate, GET /tasks, GET /health, /openapi.json."""
+              max_body: int = typer.Option(4 << 20, help="bytes per request"),
+              ray_address: Optional[str] = typer.Option(
+                  None, envvar="PERFGYM_RAY_ADDRESS",
+                  help="evaluate on this Ray cluster's benchmark nodes (HEAD:PORT, or auto "
+                  "for the cluster this machine belongs to; default: this machine)")) -> None:
+    """Serve the gym over HTTP: POST /evaluate, POST /openrlhf, GET /tasks, GET /health,
+    /openapi.json."""
     import secrets as _secrets
     try:
         from ..serve import serve
@@ -38,8 +43,25 @@ def serve_cmd(host: str = typer.Option("127.0.0.1", help="address to bind (local
         token = _secrets.token_urlsafe(24)
         err_console.print(f"token: {token}  (send 'Authorization: Bearer <token>'; set "
                           "PERFGYM_TOKEN to choose it)", highlight=False, soft_wrap=True)
-    machine_mod.machine_info()  # measure before the first request, not during it
-    serve(host, port, token, max_batch, max_body)
+    if ray_address:  # the benchmark nodes measure their own machine
+        _check_cluster(ray_address)
+    else:
+        machine_mod.machine_info()  # measure before the first request, not during it
+    serve(host, port, token, max_batch, max_body, ray_address=ray_address)
+
+
+def _check_cluster(address: str) -> None:
+    """Join the cluster now, so a wrong address or a cluster without benchmark nodes is one
+    line at start rather than a failed reward later."""
+    try:
+        from ..integrations import executor_for
+        executor = executor_for(address)
+        runner = executor.__self__  # the RayExecutor whose evaluate_many it is
+        runner.bench_machine()
+    except RuntimeError as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    except ConnectionError as exc:
+        raise UserError(f"cannot reach the Ray cluster at {address}: {exc}") from None
 
 
 def _check_bind(host: str, port: int) -> None:

@@ -9,6 +9,7 @@ directory a finished build made is removed before the exception goes on.
 """
 from __future__ import annotations
 
+import contextvars
 import os
 import queue
 import threading
@@ -103,8 +104,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
         else nullcontext()
     with warm:
         try:
-            for i in range(len(requests)):
-                pool.submit(build_one, i)
+            for i in range(len(requests)):  # (the caller's lane bound goes with each build)
+                pool.submit(contextvars.copy_context().run, build_one, i)
             for _ in range(len(requests)):
                 i, item = ready.get()
                 if isinstance(item, TaskError):

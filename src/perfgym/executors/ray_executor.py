@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
+from ..lane import Cancelled, cancelled
 from ..outcome import Outcome
 from ..tasks import builtin_names
 from .local import Request, host_error
@@ -120,7 +121,9 @@ class RayExecutor:
         started = time.monotonic()
         try:
             while pending:
-                done, pending = self.ray.wait(pending, num_returns=1)
+                done, pending = self.ray.wait(pending, num_returns=1, timeout=1.0)
+                if not done and cancelled():  # its caller went: nothing more runs for it
+                    raise Cancelled("the caller went away while the cluster evaluated")
                 for ref in done:
                     i = index[ref]
                     try:

@@ -14,14 +14,18 @@ evaluation; the same scheme over the same group.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import threading
+from collections import OrderedDict, deque
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
 from ..executors import Request, evaluate_many
+from ..lane import bounded, reward_wait
 from ..multisize import aggregate
 from ..opening import answer_start, closed, full_answer
 from ..outcome import Outcome
@@ -148,11 +152,14 @@ def check_scheme(reward: str) -> None:
 
 def score_answers(items: Sequence[tuple[Label, str]], reward: str = "tiered",
                   groups: Sequence[Any] | None = None,
-                  executor: Callable[..., list[Outcome]] | None = None) -> list[Scored]:
+                  executor: Callable[..., list[Outcome]] | None = None,
+                  cancel: threading.Event | None = None) -> list[Scored]:
     """Rewards for (label, answer) pairs, in order. All of them are evaluated in one batch
     (builds in parallel, timings one at a time in the exclusive lane); `groups` gives each
     item's group (the answers to one prompt: group_normalized compares within it), by default
-    one group for the batch."""
+    one group for the batch. Each wait for the lane lasts at most PERFGYM_REWARD_WAIT seconds
+    (lane.reward_wait), after which the answer is refused with the reason, neutral in its
+    group; `cancel` set: what has not started timing stops (lane.Cancelled is raised)."""
     check_scheme(reward)
     run = executor or evaluate_many
     groups = list(groups) if groups is not None else [0] * len(items)
@@ -163,7 +170,8 @@ def score_answers(items: Sequence[tuple[Label, str]], reward: str = "tiered",
         for size in label.size_list(task) or [None]:
             requests.append(Request(task, answer, size, eval_config(label), tag=i))
             owner.append(i)
-    outcomes = run(requests) if requests else []
+    with bounded(reward_wait(), cancel):
+        outcomes = run(requests) if requests else []
     parts: dict[int, list[Outcome]] = {}
     for i, o in zip(owner, outcomes):
         parts.setdefault(i, []).append(o)
@@ -187,6 +195,40 @@ def neutral(group: list[float]) -> list[float]:
     known = [r for r in group if math.isfinite(r)]
     fill = sum(known) / len(known) if known else 0.0
     return [r if math.isfinite(r) else fill for r in group]
+
+
+class RecentRewards:
+    """The last rewards each prompt earned in this process. A refused answer scored without its
+    group (OpenRLHF sends one rollout per request, verl's reward loop one sample per call)
+    gets their mean: the best estimate of its group's mean there is, so its advantage is
+    about zero, where a bare 0 would sit between failures and successes under tiered."""
+
+    KEEP = 16  # rewards per prompt
+    PROMPTS = 4096  # prompts remembered, the least recently scored dropped first
+
+    def __init__(self) -> None:
+        self._by: OrderedDict[str, deque] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(prompt: Any) -> str:
+        return hashlib.sha256(repr(prompt).encode()).hexdigest()
+
+    def record(self, prompt: Any, reward: float) -> None:
+        key = self._key(prompt)
+        with self._lock:
+            self._by.setdefault(key, deque(maxlen=self.KEEP)).append(reward)
+            self._by.move_to_end(key)
+            while len(self._by) > self.PROMPTS:
+                self._by.popitem(last=False)
+
+    def neutral(self, prompt: Any) -> float:
+        with self._lock:
+            seen = self._by.get(self._key(prompt))
+            return sum(seen) / len(seen) if seen else 0.0
+
+
+recent = RecentRewards()
 
 
 def missing_extra(extra: str, module: str) -> RuntimeError:

@@ -1,6 +1,6 @@
 """The task set as prompt rows in verl's RL data format, written as Parquet by `perfgym export
-verl`. OpenRLHF reads the same file (`--input_key prompt --label_key label
---apply_chat_template`).
+verl`. OpenRLHF reads the same file (`--data.prompt_dataset FILE --data.input_key prompt
+--data.label_key label --data.apply_chat_template`).
 
 One row per task:
     data_source   "perfgym/<task>" (verl groups its metrics by it)
@@ -9,7 +9,7 @@ One row per task:
     reward_model  {"style": "rule", "ground_truth": <the Label as JSON>}: what the reward reads
     extra_info    {"index", "task", "sizes", "stage", "op", "opening", "opened"} for the
                   rollout and the logs (opening: the task's answer_start, "" when none)
-    label         the Label as JSON again, as a plain column for OpenRLHF's --label_key
+    label         the Label as JSON again, as a plain column for OpenRLHF's --data.label_key
 """
 from __future__ import annotations
 

@@ -21,7 +21,9 @@ runtime unless the agent's config says otherwise; verifiers prepares that harnes
 """
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import threading
+from typing import Any, Callable
 
 try:
     import verifiers.v1 as vf
@@ -36,7 +38,7 @@ from ..extract import FormatError
 from ..prompts import expand_prompt
 from ..tasks import get_task
 from ..train.turns import RETURNS, Turn, trajectory_return
-from . import Label, check_scheme, executor_for, score_answers
+from . import Label, Scored, check_scheme, executor_for, score_answers
 
 TASKSET_ID = "perfgym-kernels"  # verifiers imports a taskset by its top-level package
 
@@ -65,14 +67,39 @@ class KernelTask(vf.Task[KernelData, vf.State, KernelTaskConfig]):
     @vf.reward
     async def perfgym(self, trace: vf.Trace) -> float:
         answers = turns_of(trace)
+        turns, scored = await off_loop(score_turns, self, answers or [""])
+        # the trace says what each turn was judged, and whether a reward is a refusal's
+        # neutral stand-in (a disturbed timing, a lane wait past its bound, a host fault)
+        trace.info["perfgym"] = {"status": [s.outcome.status.value for s in scored],
+                                 "refused": [s.refused for s in scored],
+                                 "reasons": [s.outcome.message if s.refused else ""
+                                             for s in scored]}
+        trace.metrics["perfgym_refused"] = float(any(s.refused for s in scored))
+        trace.metrics["perfgym_ok"] = float(any(s.outcome.ok for s in scored))
         if not answers:
-            return score_turns(self, [""])[0].score
-        turns = score_turns(self, answers)
+            return turns[0].score
         return trajectory_return(turns, self.config.turn_return)
 
 
-def score_turns(task: KernelTask, answers: list[str]) -> list[Turn]:
-    """Each answer judged alone (a turn's score does not depend on the others), as a Turn."""
+async def off_loop(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args, cancel=event)` in a worker thread, so the event loop (every other rollout's
+    model calls) runs while an answer is compiled, checked and timed. Cancelled (verifiers'
+    scoring timeout), the event is set: what has not started timing stops, and the thread
+    ends soon after rather than judging for nobody."""
+    cancel = threading.Event()
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, lambda: fn(*args, cancel=cancel))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+
+
+def score_turns(task: KernelTask, answers: list[str],
+                cancel: threading.Event | None = None) -> tuple[list[Turn], list[Scored]]:
+    """Each answer judged alone (a turn's score does not depend on the others), as a Turn,
+    and what judged it."""
     label = Label.parse(task.data.label)
     check_scheme(task.config.reward)
     if task.config.turn_return not in RETURNS:
@@ -80,9 +107,9 @@ def score_turns(task: KernelTask, answers: list[str]) -> list[Turn]:
                          f"{', '.join(RETURNS)}")
     scored = score_answers([(label, a) for a in answers], task.config.reward,
                            groups=range(len(answers)),
-                           executor=executor_for(task.config.ray_address))
+                           executor=executor_for(task.config.ray_address), cancel=cancel)
     return [Turn(kernel_key(label, a), s.outcome.status.value, s.reward)
-            for a, s in zip(answers, scored)]
+            for a, s in zip(answers, scored)], scored
 
 
 def kernel_key(label: Label, answer: str) -> str | None:
@@ -138,11 +165,17 @@ class KernelEnv(vf.Env[KernelEnvConfig]):
             for _ in range(self.config.turns - 1):
                 if segment.terminated:
                     break
-                reply = feedback(task, segment.last_reply)
+                reply = await feedback(task, segment.last_reply)
                 segment = await chat.turn(reply)
 
 
-def feedback(task: KernelTask, answer: str) -> str:
+async def feedback(task: KernelTask, answer: str) -> str:
+    """The environment's reply to one answer (judge_and_reply), judged off the event loop."""
+    return await off_loop(judge_and_reply, task, answer)
+
+
+def judge_and_reply(task: KernelTask, answer: str, cancel: threading.Event | None = None
+                    ) -> str:
     """The environment's reply to one answer: perfgym's repair prompt (it failed) or improve
     prompt (it passed), with the kernel extracted from it (the task's naive kernel when none
     could be) and the gym's outcome, as perfgym's multi-turn GRPO asks its next turn. The
@@ -150,7 +183,8 @@ def feedback(task: KernelTask, answer: str) -> str:
     label = Label.parse(task.data.label)
     t = get_task(label.task)
     outcome = score_answers([(label, answer)], task.config.reward,
-                            executor=executor_for(task.config.ray_address))[0].outcome
+                            executor=executor_for(task.config.ray_address),
+                            cancel=cancel)[0].outcome
     config = EvalConfig(stage=label.stage)
     backend = backend_for(t)
     try:
