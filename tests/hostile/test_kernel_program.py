@@ -212,3 +212,39 @@ def test_a_forged_program_runs_nothing_but_what_is_allowed(name, tmp_path):
                                      str(tmp_path))
     with pytest.raises(kernel_program.Refused, match=why):
         kernel_program.replay(program, [], [torch.randn(4)], kernels, "cpu")
+
+
+# The time liar above, whose kernel also stops the replayer's clock: reached through
+# tl.core.builtins.exec, which the front end folds and the CPU's interpreter runs in the
+# replayer. The kernel-language check refuses it (gpu/compile_exec_core_builtins.py); here it
+# is switched off, to show that the replay's time does not come from the replayer's clock.
+CLOCK_PATCHER = HEADER + '''
+PATCH = tl.constexpr("import time; time.perf_counter = lambda: 0.0")
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    tl.core.builtins.exec(PATCH.value)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x.device.type == "meta":
+            y = torch.empty_like(x)
+            relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+            return y
+        return torch.relu(x)
+'''
+
+
+def test_a_replayer_whose_clock_is_patched_is_timed_by_the_parent(monkeypatch):
+    from perfgym.backends.torch import triton_language
+    monkeypatch.setattr(triton_language, "check_file", lambda tree: None)
+    o = evaluate(get_task("relu"), CLOCK_PATCHER, None,
+                 QUICK.replace(extra={"static_rules": False}))
+    assert o.ok, o.message + o.details
+    # on this CPU PyTorch's relu is ~100x faster than the interpreted kernel: uncharged, the
+    # liar would be that much faster than its own kernels
+    assert "charged_replay_time" in o.flags, o.message

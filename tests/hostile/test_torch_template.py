@@ -234,6 +234,14 @@ ESCAPE = (Path(__file__).parent / "gpu" / "kernel_escape_import.py").read_text()
 
 
 @pytest.fixture
+def front_end_only(monkeypatch):
+    """The parent's kernel-language check (triton_language.py) off, so that the escape reaches
+    the front-end checks behind it, which must refuse it on their own."""
+    from perfgym.backends.torch import triton_language
+    monkeypatch.setattr(triton_language, "check_file", lambda tree: None)
+
+
+@pytest.fixture
 def checks(monkeypatch):
     """The verdict of every kernel check the parent asked a "checks" template for."""
     seen: list[dict] = []
@@ -253,7 +261,8 @@ def needs_triton():
 
 
 @needs_fork
-def test_forked_kernel_checks_pass_the_expert_and_refuse_a_kernel_that_escapes(checks, forks):
+def test_forked_kernel_checks_pass_the_expert_and_refuse_a_kernel_that_escapes(
+        checks, forks, front_end_only):
     """The escape reaches NumPy from a kernel body through __import__, which the interpreter
     would run; the forked checker's front end refuses it as a fresh checker process does."""
     needs_triton()
@@ -270,7 +279,8 @@ def test_forked_kernel_checks_pass_the_expert_and_refuse_a_kernel_that_escapes(c
 
 
 @needs_fork
-def test_where_the_checker_gives_no_verdict_the_replayer_checks_alone(monkeypatch, forks):
+def test_where_the_checker_gives_no_verdict_the_replayer_checks_alone(monkeypatch, forks,
+                                                                       front_end_only):
     needs_triton()
     monkeypatch.setattr(template_module.Template, "check_kernel",
                         lambda self, kernels, request, env: {"self": "refused by the test"})
@@ -284,7 +294,7 @@ def test_where_the_checker_gives_no_verdict_the_replayer_checks_alone(monkeypatc
 
 
 @needs_fork
-def test_a_checker_fails_closed(sandbox_use):
+def test_a_checker_fails_closed(sandbox_use, front_end_only):
     """A check that cannot run (a request without a signature, kernels that end the checker
     with status 0 as they import) is never a pass."""
     needs_triton()

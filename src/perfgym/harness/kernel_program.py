@@ -10,15 +10,17 @@ compromised, so the program is only a claim about what forward does.
 The *replayer* is a worker of the gym's own that never imports the candidate. It runs the
 program on real inputs the candidate never saw. Each kernel is rebuilt from the candidate's
 source as the parent read it (signature defaults and annotations reduced to literals, so no
-code runs at definition) and must pass Triton's own front end, which accepts only Triton
-language: a kernel body cannot call back into PyTorch or Python. Of PyTorch's operators the
-replayer runs only those that allocate, view, copy or fill. So if the replay's answer is right,
-the candidate's kernels computed it, whatever its own process said; and the replay's time is
-what those kernels cost, which the candidate's own timed calls may not undercut.
+code runs at definition), after the parent has read every branch of its body as Triton
+language (backends/torch/triton_language.py), and must pass Triton's own front end too: a
+kernel body cannot call back into PyTorch or Python. Of PyTorch's operators the replayer runs
+only those that allocate, view, copy or fill. So if the replay's answer is right, the
+candidate's kernels computed it, whatever its own process said; and the replay's time, taken
+by the parent's clock around each replay (the kernels run in this process, so its own clock
+is theirs to reach), is what those kernels cost, which the candidate's own timed calls may not
+undercut.
 """
 import inspect
 import sys
-import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -360,21 +362,6 @@ def replay(program, constants, inputs, kernels, device):
     if not all(isinstance(t, torch.Tensor) for t in outs):
         raise Refused("the program's outputs are not tensors it made")
     return outs
-
-
-def timed_replays(program, constants, inputs, kernels, device, repeat):
-    """The outputs of the first replay, and the seconds of each."""
-    seconds, first = [], None
-    for _ in range(max(1, repeat)):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        outs = replay(program, constants, inputs, kernels, device)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - t0)
-        first = first or outs
-    return first, seconds
 
 
 if __name__ == "__main__":

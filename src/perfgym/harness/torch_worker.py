@@ -188,7 +188,10 @@ def main():
     options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     device = options.get("device", "cpu")
     models = {}
-    kernels = {}  # the replayer's: kernel module source -> its rebuilt kernels
+    # the replayer's: kernel module source -> its rebuilt kernels, and "staged": the program,
+    # its constants and inputs to run next (and, once run, its outputs)
+    kernels = {}
+    extensions = {"load_inline": 0}  # the candidate's: how often it built CUDA code
     module = None
     try:
         if role == "problem":  # makes inputs; shrinks the problem and measures it first
@@ -204,6 +207,8 @@ def main():
         elif role == "replayer":  # runs kernel programs; never imports the candidate
             ready = {}
         else:
+            if options.get("count_extensions"):  # (a claim the parent can only lose by)
+                count_extensions(extensions)
             module = load("candidate.py", "perfgym_candidate")
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate defines no ModelNew")
@@ -245,21 +250,36 @@ def main():
             elif op == "call":
                 send_call(reply_fd, models[header["slot"]], decode(header["args"], tensors),
                           device, header.get("return_inputs", False))
+            elif op == "extensions" and role == "candidate":
+                send(reply_fd, extensions)
             elif op == "trace" and role == "candidate":
                 send_trace(reply_fd, models[header["slot"]], header)
-            elif op == "replay" and role == "replayer":
+            elif op in ("stage", "run", "outputs") and role == "replayer":
                 ask = None
                 if options.get("checks_by_parent"):  # the parent forks each kernel check
                     def ask(request):
                         send(reply_fd, {"check": request})
                         answer, _ = receive(cmd_fd)
                         return answer
-                send_replay(reply_fd, header, tensors, kernels, device, ask)
+                replayer_op(reply_fd, op, header, tensors, kernels, device, ask)
             else:
                 raise ValueError(f"unknown command {op!r}")
         except BaseException as exc:  # reported, and the parent decides what it means
             send(reply_fd, {"error": f"{type(exc).__name__}: {exc}", "stage": op,
                             "traceback": traceback.format_exc()[-4000:]})
+
+
+def count_extensions(counts):
+    """load_inline and load counted where the candidate calls them: CUDA code that ran."""
+    from torch.utils import cpp_extension
+
+    def counted(build):
+        def run(*args, **kwargs):
+            counts["load_inline"] += 1
+            return build(*args, **kwargs)
+        return run
+    cpp_extension.load_inline = counted(cpp_extension.load_inline)
+    cpp_extension.load = counted(cpp_extension.load)
 
 
 def send_call(reply_fd, model, args, device, return_inputs):
@@ -292,27 +312,36 @@ def send_trace(reply_fd, model, header):
     send(reply_fd, {"program": program}, constants)
 
 
-def send_replay(reply_fd, header, tensors, kernels, device, ask=None):
+def replayer_op(reply_fd, op, header, tensors, kernels, device, ask=None):
     """A candidate's program run on real inputs, with its kernels rebuilt from the source the
-    parent read (kernel_program.py says what is checked; `ask` sends a check to the parent)."""
+    parent read (kernel_program.py says what is checked; `ask` sends a check to the parent).
+    "stage" takes the program and its inputs, "run" replays it once and says only that it is
+    done (the parent times that exchange with its own clock), "outputs" sends what it gave."""
     import kernel_program
-    source = header["kernels"]
-    n = header["constants"]
-    constants, inputs = tensors[:n], tensors[n:]
     try:
-        if source not in kernels:
-            kernels[source] = kernel_program.Kernels(source, ask=ask)
-        args = decode(header["args"], inputs)
-        inputs = [a.to(device) for a in args if isinstance(a, torch.Tensor)]
-        with torch.no_grad():
-            outs, seconds = kernel_program.timed_replays(
-                header["program"], constants, inputs, kernels[source], device,
-                header.get("repeat", 1))
+        if op == "stage":
+            source, n = header["kernels"], header["constants"]
+            if source not in kernels:
+                kernels[source] = kernel_program.Kernels(source, ask=ask)
+            args = decode(header["args"], tensors[n:])
+            kernels["staged"] = {
+                "program": header["program"], "constants": tensors[:n], "kernels": source,
+                "inputs": [a.to(device) for a in args if isinstance(a, torch.Tensor)]}
+            send(reply_fd, {"staged": True})
+        elif op == "run":
+            staged = kernels["staged"]
+            with torch.no_grad():
+                staged["outputs"] = kernel_program.replay(
+                    staged["program"], staged["constants"], staged["inputs"],
+                    kernels[staged["kernels"]], device)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            send(reply_fd, {"ran": True})
+        else:
+            outs = kernels["staged"]["outputs"]
+            send(reply_fd, {"outputs": len(outs)}, outs)
     except kernel_program.Refused as exc:
         send(reply_fd, {"refused": str(exc)})
-        return
-    send(reply_fd, {"seconds": seconds, "outputs": len(outs)},
-         outs if header.get("send_outputs", True) else [])
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 Importing a def runs its decorators, default values and annotations, so those are rebuilt
 here from literals: `@triton.jit` (the replayer's own), `tl.constexpr` annotations, constant
-defaults. Kernel bodies are kept as written; they run only after Triton's front end has
-accepted them (kernel_program.py). Besides the kernels, the module keeps the answer's imports
-of triton and math and its module-level literal constants, which kernels read as globals.
+defaults. Kernel bodies are kept as written once they read as Triton language
+(triton_language.py: every branch, before anything compiles them); they run only after
+Triton's front end has accepted them too (kernel_program.py). Besides the kernels, the module
+keeps the answer's imports of triton and math and its module-level literal constants, which
+kernels read as globals.
 """
 from __future__ import annotations
 
@@ -21,7 +23,14 @@ class KernelSourceError(ValueError):
 
 
 def kernel_module(code: str) -> str:
-    tree = safe_ast.parse(code)
+    from .triton_language import NotTriton, check_file
+    try:
+        tree = safe_ast.parse(code)
+        check_file(tree)
+    except NotTriton as exc:
+        raise KernelSourceError(str(exc)) from None
+    except (RecursionError, MemoryError):  # `x = ----...1`, as the static rules say
+        raise KernelSourceError("the code nests too deeply to be read") from None
     parts = [HEADER]
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):

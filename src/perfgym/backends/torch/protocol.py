@@ -125,7 +125,9 @@ def check_statically(code: str, config: EvalConfig, outcome) -> tuple[PythonAudi
                   Status.LIBRARY_VIOLATION)
         return outcome(status, audit.violation, flags=audit.flags)
     device = device_for(config)
-    if audit.cuda_sources and device != "cuda":
+    # (an answer with Triton kernels is run: its load_inline, if it ever runs, fails there,
+    # and one that never runs leaves the Triton kernels to be judged by their replay)
+    if audit.cuda_sources and device != "cuda" and not audit.triton_kernels:
         workdir = sandbox.make_workdir("perfgym-nvcc-")
         try:
             ok, diag = nvcc_check(audit.cuda_sources, workdir)
@@ -170,12 +172,9 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
     problem and reference workers come from it when it has them, and go back to it when they
     are idle after the session (warm.py)."""
     from ...lane import LANE
-    # load_inline CUDA sources have host code of their own, which no replay can hold to the
-    # rules: on a GPU those candidates are timed without kernel evidence, and flagged
-    check_kernels = config.require_custom_kernel and not audit.cuda_sources
-    if config.require_custom_kernel and not check_kernels and \
-            "kernel_evidence_unavailable" not in flags:
-        flags.append("kernel_evidence_unavailable")
+    # every answer's kernels are replayed (a load_inline that ran is refused there: no replay
+    # can hold its host code to the rules, and no evidence earns no pay)
+    check_kernels = config.require_custom_kernel
     roles = ("problem", "ref", "cand") + (("replayer",) if check_kernels else ())
     dirs = [sandbox.make_workdir(f"perfgym-torch-{role}-") for role in roles]
     deadline = time.monotonic() + config.torch_timeout
@@ -218,7 +217,8 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
             else:
                 problem = start("problem", dirs[0], problem_file,
                                 {"input_budget": config.input_budget})
-            cand = start("candidate", dirs[2], {"candidate.py": code}, {})
+            cand = start("candidate", dirs[2], {"candidate.py": code},
+                         {"count_extensions": bool(audit.cuda_sources)})
             if ref is None and not config.input_budget:  # no sizes to wait for: all three
                 ref = start("reference", dirs[1], problem_file, {})  # start together
             session = Session(problem, ref, cand, config, kernelbench=config.kernelbench)
@@ -239,7 +239,7 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
                     session.check_kernel = lambda request: checks.check_kernel(
                         kernels, request, check_env)
                 _replayer_ready(replayer)
-                session.kernel_program(kernels)
+                session.kernel_program(kernels, cuda=bool(audit.cuda_sources))
         with LANE.exclusive():
             timing = session.time()
             if check_kernels:

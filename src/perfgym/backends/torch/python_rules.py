@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from ...safe_ast import parse
+from . import triton_language
 
 ALLOWED_IMPORTS = ("torch", "triton", "math", "typing", "functools", "numbers", "itertools",
                    "dataclasses", "collections", "operator")
@@ -45,6 +46,7 @@ class PythonAudit:
     violation: str | None = None
     kernels: list[str] = field(default_factory=list)  # names of the candidate's own kernels
     cuda_sources: list[str] = field(default_factory=list)  # source strings given to load_inline
+    triton_kernels: list[str] = field(default_factory=list)  # the @triton.jit ones
     flags: list[str] = field(default_factory=list)
 
 
@@ -72,8 +74,6 @@ def _audit(code: str, require_kernel: bool, enforce: bool) -> PythonAudit:
             audit.violation = "ModelNew inherits the reference Model (a fallback, not a kernel)"
             return audit
 
-    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-               and isinstance(n.value, str)]
     for node in ast.walk(tree):
         reason = _check(node) if enforce else None
         if reason:
@@ -83,12 +83,17 @@ def _audit(code: str, require_kernel: bool, enforce: bool) -> PythonAudit:
                 _dotted(d).endswith("jit") and "triton" in _dotted(d) or _dotted(d) == "jit"
                 for d in node.decorator_list):
             audit.kernels.append(node.name)
+            audit.triton_kernels.append(node.name)
         if isinstance(node, ast.Call) and _dotted(node.func).endswith("load_inline"):
-            audit.cuda_sources += [s for s in strings if "__global__" in s]
+            audit.cuda_sources += [s for s in _strings_into(node, tree) if "__global__" in s]
         if isinstance(node, ast.Attribute) and node.attr in DOWNCASTS or (
                 isinstance(node, ast.Name) and node.id in DOWNCASTS):
             if "precision_downcast" not in audit.flags:
                 audit.flags.append("precision_downcast")
+    if enforce:  # (the wall reads it again: kernel_source.kernel_module)
+        audit.violation = triton_language.violation(tree)
+        if audit.violation:
+            return audit
     for src in audit.cuda_sources:
         audit.kernels += _GLOBAL_KERNEL.findall(src)
     audit.cuda_sources = sorted(set(audit.cuda_sources))
@@ -96,6 +101,27 @@ def _audit(code: str, require_kernel: bool, enforce: bool) -> PythonAudit:
         audit.violation = ("no custom kernel: ModelNew must launch a Triton kernel (@triton.jit) "
                            "or CUDA code (__global__ via torch.utils.cpp_extension.load_inline)")
     return audit
+
+
+def _strings_into(call: ast.Call, tree: ast.Module) -> list[str]:
+    """The string literals a load_inline call is handed: in its arguments, and in what is
+    assigned to the names they read (to any depth), not every string of the file."""
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        assigned.setdefault(n.id, []).append(node.value)
+    todo, seen, strings = [*call.args, *(k.value for k in call.keywords)], set(), []
+    while todo:
+        for n in ast.walk(todo.pop()):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                strings.append(n.value)
+            elif isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                todo += assigned.get(n.id, [])
+    return strings
 
 
 def _check(node: ast.AST) -> str | None:

@@ -210,12 +210,18 @@ class Session:
         self.trial("B", "on a freshly built ModelNew")
 
     # ---- the kernel program (harness/kernel_program.py says what it shows) ----
-    def kernel_program(self, kernels: str) -> None:
+    def kernel_program(self, kernels: str, cuda: bool = False) -> None:
         """Forward traced without its inputs' values, then replayed by the replayer on those
         inputs: its answer there must be the reference's. Traced on instance B (built for the
-        last trial), so the instance that is timed is called exactly as before."""
+        last trial), so the instance that is timed is called exactly as before. `cuda`: the
+        answer hands CUDA sources to load_inline; if that ran, no replay can stand for it."""
         args, tensors = self.inputs()
         try:
+            if cuda and self._cand({"op": "extensions"}).get("load_inline"):
+                raise Verdict("LIBRARY_VIOLATION", "no kernel evidence: CUDA code built with "
+                              "load_inline runs host code that no replay can hold to the rules, "
+                              "so its kernels cannot be shown to compute the answer (write the "
+                              "kernels in Triton)")
             reply = self.cand.request({"op": "trace", "slot": "B", "args": args,
                                        "metas": [t.meta() for t in tensors]})
             if "error" in reply:
@@ -232,50 +238,89 @@ class Session:
             raise Verdict("LIBRARY_VIOLATION", "decoy check: no kernel program came back")
         self.program = (reply["program"], constants, kernels)
         ref = self.call_reference("B", args, tensors)
-        outs, _ = self._replay(args, tensors, repeat=1)
-        if [t.meta() for t in outs] != [t.meta() for t in ref.outputs]:
-            raise Verdict("LIBRARY_VIOLATION", "decoy: the kernels forward launches give "
-                          f"outputs {[t.meta() for t in outs]} when replayed without your "
-                          f"Python; the reference's are {[t.meta() for t in ref.outputs]}")
-        for i, (got, want) in enumerate(zip(outs, ref.outputs)):
-            judge = judge_for(want.array(), want.dtype)
-            bad, first = mismatches(got.array().reshape(-1), want.array().reshape(-1), judge)
-            if bad:
-                raise Verdict("LIBRARY_VIOLATION", "decoy: the kernels forward launches do not "
-                              "compute its answer (replayed without your Python: "
-                              + _where(i, want, first, float(got.array().reshape(-1)[first]),
-                                       bad, judge)
-                              + "); forward's own answer came from outside them")
+        self._replayer(lambda: self._stage(args, tensors))
+        self._replayer(self._run)
+        self._check_replay(self._replayer(self._replayed), ref.outputs, "")
 
     def replay_seconds(self, repeat: int = 3) -> float:
-        """The median time of the traced program on fresh inputs, in the replayer."""
-        args, tensors = self.inputs()
-        _, seconds = self._replay(args, tensors, repeat, send_outputs=False)
-        return float(np.median(seconds))
+        """The median time of the traced program, replayed `repeat` times, by this process's
+        clock around each replay less the channel's round trip (the replayer's own clock runs
+        where the candidate's kernels run). Each replay gets fresh inputs and its outputs are
+        checked: a kernel that does its work once and skips it after (a flag kept in a weight)
+        leaves the last inputs' answer, or nothing, where this one's must be."""
+        trip = None
+        plain, every = [], []
+        for k in range(repeat):
+            args, tensors = self.inputs()
+            ref = self.call_reference("B", args, tensors)  # (B: the traced instance, its weights)
+            self._replayer(lambda: self._stage(args, tensors))
+            if trip is None:
+                trip = min(self._replayer(self._ping) for _ in range(3))
+            seconds, checked = self._replayer(self._run)
+            self._check_replay(self._replayer(self._replayed), ref.outputs,
+                               f" (timed replay {k + 1} of {repeat}, fresh inputs)")
+            every.append(max(0.0, seconds - trip))
+            if not checked:  # (a run that waited for a kernel check is not the kernels' time)
+                plain.append(every[-1])
+        return float(np.median(plain or every))
 
-    def _replay(self, args, tensors, repeat: int,
-                send_outputs: bool = True) -> tuple[list[Tensor], list[float]]:
-        program, constants, kernels = self.program
+    def _replayer(self, step):
         try:
-            reply = self.replayer.request(
-                {"op": "replay", "program": program, "kernels": kernels, "args": args,
-                 "constants": len(constants), "repeat": repeat, "send_outputs": send_outputs},
-                [*constants, *tensors])
-            while "check" in reply:  # a kernel to be checked before its first launch
-                reply = self.replayer.request({"op": "checked", **self._check(reply["check"])})
-            if "refused" in reply:
-                raise Verdict("LIBRARY_VIOLATION", f"decoy: {str(reply['refused'])[:400]}")
-            if "error" in reply:
-                raise Verdict("LIBRARY_VIOLATION", "decoy check: forward's kernel program fails "
-                              "when replayed without your Python "
-                              f"({_first_line(reply['error'])})",
-                              str(reply.get("traceback", ""))[-4000:])
-            outs = [self.replayer.read(t) for t in parse_metas(reply)]
+            return step()
         except WorkerDied as exc:
             raise Verdict("RUNTIME_ERROR", f"your kernels crashed when replayed ({exc})") \
                 from None
-        seconds = [float(x) for x in reply.get("seconds", []) if isinstance(x, (int, float))]
-        return outs, seconds
+
+    def _replay_reply(self, reply: dict) -> dict:
+        if "refused" in reply:
+            raise Verdict("LIBRARY_VIOLATION", f"decoy: {str(reply['refused'])[:400]}")
+        if "error" in reply:
+            raise Verdict("LIBRARY_VIOLATION", "decoy check: forward's kernel program fails "
+                          f"when replayed without your Python ({_first_line(reply['error'])})",
+                          str(reply.get("traceback", ""))[-4000:])
+        return reply
+
+    def _stage(self, args, tensors) -> None:
+        program, constants, kernels = self.program
+        self._replay_reply(self.replayer.request(
+            {"op": "stage", "program": program, "kernels": kernels, "args": args,
+             "constants": len(constants)}, [*constants, *tensors]))
+
+    def _ping(self) -> float:
+        t0 = time.perf_counter()
+        self.replayer.request({"op": "ping", "nonce": 0})
+        return time.perf_counter() - t0
+
+    def _run(self) -> tuple[float, bool]:
+        """One replay of the staged program: (seconds by this clock, whether it waited for a
+        kernel check)."""
+        t0 = time.perf_counter()
+        reply, checked = self.replayer.request({"op": "run"}), False
+        while "check" in reply:  # a kernel to be checked before its first launch
+            checked = True
+            reply = self.replayer.request({"op": "checked", **self._check(reply["check"])})
+        seconds = time.perf_counter() - t0
+        self._replay_reply(reply)
+        return seconds, checked
+
+    def _replayed(self) -> list[Tensor]:
+        reply = self._replay_reply(self.replayer.request({"op": "outputs"}))
+        return [self.replayer.read(t) for t in parse_metas(reply)]
+
+    def _check_replay(self, outs: list[Tensor], want: list[Tensor], which: str) -> None:
+        if [t.meta() for t in outs] != [t.meta() for t in want]:
+            raise Verdict("LIBRARY_VIOLATION", "decoy: the kernels forward launches give "
+                          f"outputs {[t.meta() for t in outs]} when replayed without your "
+                          f"Python{which}; the reference's are {[t.meta() for t in want]}")
+        for i, (got, ref) in enumerate(zip(outs, want)):
+            judge = judge_for(ref.array(), ref.dtype)
+            bad, first = mismatches(got.array().reshape(-1), ref.array().reshape(-1), judge)
+            if bad:
+                raise Verdict("LIBRARY_VIOLATION", "decoy: the kernels forward launches do not "
+                              f"compute its answer (replayed without your Python{which}: "
+                              + _where(i, ref, first, float(got.array().reshape(-1)[first]),
+                                       bad, judge)
+                              + "); forward's own answer came from outside them")
 
     def _check(self, request) -> dict:
         """The verdict on one of the replayer's kernel checks: Triton's front end on a kernel
