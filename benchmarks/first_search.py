@@ -42,9 +42,10 @@ def main() -> None:
                     search_default_model()], check=True, capture_output=True)
     fetch_seconds = time.monotonic() - started
     started = time.monotonic()  # the engine's settings for this machine: chosen once
-    subprocess.run([sys.executable, "-c", "from perfgym.engine.probe import engine_settings;"
-                    "from perfgym.models import named_gguf, search_default_model;"
-                    "engine_settings(named_gguf(search_default_model()))"], check=True)
+    subprocess.run([sys.executable, "-c", "from perfgym.policies.openvino import "
+                    "_measured_settings; from perfgym.models import named_gguf, "
+                    "search_default_model; _measured_settings(named_gguf(search_default_model()))"],
+                   check=True)
     probe_seconds = time.monotonic() - started
     run_dir = Path(args.run_dir)
     shutil.rmtree(run_dir, ignore_errors=True)

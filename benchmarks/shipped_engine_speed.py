@@ -33,6 +33,7 @@ def main() -> None:
     from perfgym.engine.probe import CANDIDATES, measure_tok_s
     from perfgym.machine import fingerprint
     from perfgym.models import model_identity, shipped_engine_gguf
+    from perfgym.policies.openvino import search_prompt_ids
 
     gguf = shipped_engine_gguf(args.model)
     if gguf is None:
@@ -41,10 +42,12 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or None
     names = args.settings.split(",") if args.settings else list(CANDIDATES)
+    ids = search_prompt_ids(gguf)
     rows = []
     for name in names:
         for samples in (int(s) for s in args.samples.split(",")):
-            tok_s = measure_tok_s(gguf, CANDIDATES[name], samples=samples, tokens=args.tokens)
+            tok_s = measure_tok_s(gguf, CANDIDATES[name], ids, samples=samples,
+                                  tokens=args.tokens)
             row = {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"], "setting": name,
                    "properties": CANDIDATES[name], "prefix_caching": True,
                    "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,

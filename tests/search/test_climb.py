@@ -48,7 +48,8 @@ def test_a_faster_right_child_becomes_the_parent_and_its_transform_is_not_asked_
         tmp_path, dgemm):
     store, engine = engine_for(tmp_path, dgemm, {"loop_order": [NAIVE_IKJ, BROKEN],
                                                  "openmp": [WRONG, BROKEN]})
-    best = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2, rewrites=False)).run()
+    best = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2,
+                                     rewrites=False)).run()
     seed = next(c for c in store.candidates() if c.op == "seed")
     r1 = [c for c in store.candidates() if c.iteration == 1]
     r2 = [c for c in store.candidates() if c.iteration == 2]
@@ -65,7 +66,8 @@ def test_a_faster_right_child_becomes_the_parent_and_its_transform_is_not_asked_
 
 def test_a_child_faster_by_less_than_the_margin_or_wrong_is_not_a_parent(tmp_path, dgemm):
     store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
-    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=1, rounds=2, rewrites=False))
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=1, rounds=2,
+                                      rewrites=False))
     climb.run()
     seed = next(c for c in store.candidates() if c.op == "seed")
     assert {c.parent_id for c in store.candidates() if c.iteration == 2} == {seed.id}
@@ -79,11 +81,13 @@ def test_a_child_faster_by_less_than_the_margin_or_wrong_is_not_a_parent(tmp_pat
 def test_a_killed_climb_resumes_with_the_same_rounds(tmp_path, dgemm):
     answers = {"loop_order": [NAIVE_IKJ, BROKEN], "openmp": [OPENMP, WRONG]}
     store, engine = engine_for(tmp_path, dgemm, answers)
-    Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2, rewrites=False)).run()
+    Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2,
+                              rewrites=False)).run()
     before = [(c.id, c.slot, c.status) for c in store.candidates()]
     store2 = RunStore(tmp_path / "run")
     engine2 = Engine(store2, ReplayPolicy(replay(tmp_path, answers)), dgemm, FAST, "tiered")
-    Climb(engine2, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2, rewrites=False)).run()
+    Climb(engine2, ClimbConfig(("loop_order", "openmp"), samples=2, rounds=2,
+                               rewrites=False)).run()
     assert [(c.id, c.slot, c.status) for c in store2.candidates()] == before
 
 

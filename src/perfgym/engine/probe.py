@@ -48,7 +48,7 @@ def choice_path(gguf: Path) -> Path:
     return cache_dir() / "engine" / f"{key}.json"
 
 
-def engine_settings(gguf: str | Path, measure: Measure | None = None,
+def engine_settings(gguf: str | Path, measure: Measure,
                     say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The stored choice for this machine and model, probing once where there is none:
     {"name", "properties", "rows": [{"name", "tok_s"}], "cpu", "isa", "measured_at"}."""
@@ -63,7 +63,7 @@ def engine_settings(gguf: str | Path, measure: Measure | None = None,
     if say:
         say(f"choosing the engine's settings for this CPU (once per machine and model: "
             f"{len(CANDIDATES)} short runs)")
-    choice = probe(gguf, measure or measure_tok_s)
+    choice = probe(gguf, measure)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(choice, indent=2))
@@ -84,32 +84,24 @@ def probe(gguf: Path, measure: Measure) -> dict[str, Any]:
             "samples": SAMPLES, "tokens": TOKENS, "measured_at": time.time()}
 
 
-def measure_tok_s(gguf: Path, props: dict[str, Any], samples: int = SAMPLES,
-                  tokens: int = TOKENS) -> float:
-    """Tokens per second of `samples` samples of perfgym's dgemm improve prompt (a search
-    step's), prefix caching on, after a warm-up request of the same prompt."""
+def measure_tok_s(gguf: Path, props: dict[str, Any], ids: list[int],
+                  samples: int = SAMPLES, tokens: int = TOKENS) -> float:
+    """Tokens per second of `samples` samples of the prompt `ids` (a search step's: the
+    policy's `search_prompt_ids`), prefix caching on, after a warm-up request of the same
+    prompt: the first request pays one-time costs and computes the prompt, which the timed one
+    reads from the prefix cache, so the time is the decoding of a batch of samples, where the
+    settings differ (a search's answers are 150-300 tokens each, its prompt computed once a
+    round)."""
     import numpy as np
     import openvino as ov
     import openvino_genai as og
-
-    from ..policies.openvino import gguf_tokenizer
-    from ..prompts import expand_prompt
-    from ..tasks import get_task
-    tokenizer = gguf_tokenizer(gguf)
-
-    def prompt_ids(name: str) -> list[int]:
-        task = get_task(name)
-        prompt = expand_prompt(task, "improve", task.baseline.read_text(), None)
-        return tokenizer(tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False,
-            add_generation_prompt=True))["input_ids"]
 
     scheduler = og.SchedulerConfig()
     scheduler.cache_size = 2
     scheduler.enable_prefix_caching = True
     pipe = og.ContinuousBatchingPipeline(str(gguf), scheduler, "CPU", dict(props))
 
-    def run(ids: list[int], n: int, new: int, seed: int) -> int:
+    def run(n: int, new: int, seed: int) -> int:
         cfg = og.GenerationConfig()
         cfg.max_new_tokens, cfg.apply_chat_template, cfg.ignore_eos = new, False, True
         cfg.do_sample, cfg.temperature, cfg.num_return_sequences = True, 0.5, n
@@ -119,14 +111,9 @@ def measure_tok_s(gguf: Path, props: dict[str, Any], samples: int = SAMPLES,
             pipe.step()
         return sum(len(o.generated_ids) for o in handle.read_all())
 
-    # warm with the same prompt: the first request pays one-time costs and computes the
-    # prompt, which the timed one then reads from the prefix cache, so the time is the
-    # decoding of a batch of samples, where the settings differ (a search's answers are
-    # 150-300 tokens each, its prompt computed once a round)
-    ids = prompt_ids("dgemm")
-    run(ids, 1, 4, 1)
+    run(1, 4, 1)
     started = time.perf_counter()
-    made = run(ids, samples, tokens, 2)
+    made = run(samples, tokens, 2)
     seconds = time.perf_counter() - started
     del pipe
     return made / seconds

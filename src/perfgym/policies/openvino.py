@@ -63,8 +63,27 @@ def _measured_settings(gguf: Path) -> dict[str, Any]:
     """engine.probe's choice for this machine, measured at its first use, with a message."""
     import sys
 
-    from ..engine.probe import engine_settings
-    return engine_settings(gguf, say=lambda line: print(line, file=sys.stderr, flush=True))
+    from ..engine.probe import engine_settings, measure_tok_s
+    ids: list[int] = []
+
+    def measure(path: Path, props: dict[str, Any]) -> float:
+        ids[:] = ids or search_prompt_ids(path)
+        return measure_tok_s(path, props, ids)
+    return engine_settings(gguf, measure,
+                           say=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def search_prompt_ids(gguf: Path) -> list[int]:
+    """perfgym's dgemm improve prompt (what a search sends), as the GGUF's tokenizer reads
+    it after its chat template: the engine probe's prompt."""
+    from ..prompts import expand_prompt
+    from ..tasks import get_task
+    tokenizer = gguf_tokenizer(gguf)
+    task = get_task("dgemm")
+    prompt = expand_prompt(task, "improve", task.baseline.read_text(), None)
+    return tokenizer(tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False,
+        add_generation_prompt=True))["input_ids"]
 
 
 class OpenVINOPolicy:

@@ -106,7 +106,7 @@ def violation(tree: ast.Module) -> str | None:
 
 
 def _is_jit(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    from .kernel_source import _is_jit as jit_decorator  # what the kernel module rebuilds
+    from .kernel_names import _is_jit as jit_decorator  # what the kernel module rebuilds
     return any(jit_decorator(d) for d in node.decorator_list)
 
 
@@ -116,7 +116,7 @@ def _module_scope(tree: ast.Module) -> dict[str, str]:
     "unknown". The replayer's module starts with `import math, triton, triton.language as tl`
     and keeps the answer's imports of triton and math and its literal constants, in order
     (kernel_source.kernel_module); the last binding of a name is the one a kernel sees."""
-    from .kernel_source import _kept_as_is, _literal_assignment
+    from .kernel_names import _kept_as_is, _literal_assignment
     scope = {"math": "pymath", "triton": "triton", "tl": "tl"}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
