@@ -288,7 +288,7 @@ def search_cmd(
     ratios, restarts, budget_minutes = sqd_defaults(no_flag_sqd, ratios, restarts,
                                                     budget_minutes)
     if algo != "sqd" and restarts != 1:
-        raise UserError("--restarts is SQD's: add --algo sqd or drop it")
+        raise UserError("--restarts are SQD's: add --algo sqd or drop them")
     if algo not in ("sqd", "climb") and budget_minutes is not None:
         raise UserError("--budget-minutes is SQD's and climb's: add --algo climb or drop it")
     if restarts < 1 or (budget_minutes is not None and budget_minutes <= 0):
