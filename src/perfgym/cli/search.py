@@ -17,7 +17,7 @@ from ..tasks import format_size, get_task
 from .common import PROFILERS_HELP, PROFILE_HELP, UserError, _guard, app, console, err_console
 from .eval_cmd import _profile
 from .memory import _open_memory
-from ..search.climb import TRANSFORMS, ClimbConfig, climbs
+from ..search.climb import TRANSFORMS, ClimbConfig, SeedFailed, climbs
 
 ALGOS = ("climb", "sqd", "refine", "best-of-n", "evolve")
 
@@ -444,6 +444,8 @@ def search_cmd(
                 best = BestOfN(engine, n, stage).run()
         except PolicyError as exc:
             raise UserError(f"{exc} (the run is saved; rerun with --resume)") from None
+        except SeedFailed as exc:
+            raise UserError(f"{exc}; check the task with perfgym eval --sizes train") from None
         from ..search.general import general_best
         fastest = best
         with err_console.status("checking the fastest kernels at the task's train sizes"):

@@ -71,6 +71,10 @@ class ClimbConfig:
                              + (f", not {', '.join(unknown)}" if unknown else ""))
 
 
+class SeedFailed(ValueError):
+    """The task's own kernel is not right at the sizes a climb judges: no first parent."""
+
+
 def transform_title(name: str) -> str:
     """A transform's name as its prompt says it ("one change: loop order")."""
     from ..prompts import transform_text
@@ -248,8 +252,9 @@ class Climb:
                               self.engine.task.baseline.read_text())
         seed = self.engine.run_steps([step])[0]
         if not seed.ok:
-            raise RuntimeError(f"the task's own kernel failed at the sizes judged: "
-                               f"{seed.outcome.get('message') if seed.outcome else ''}")
+            raise SeedFailed(f"the task's own kernel failed at the sizes judged, so there is "
+                             f"nothing to climb from: "
+                             f"{seed.outcome.get('message') if seed.outcome else ''}")
         return seed
 
 
