@@ -21,8 +21,8 @@ def test_dgemm_sink_sum_is_the_ikj_order_and_omp_outer_threads_its_rows():
     task, code, entry = naive("dgemm")
     ikj = rewrite(code, entry, "sink_sum")
     flat = squeeze(ikj)
-    assert "C[(i*N)+j]=0.0;" in flat
-    assert "for(intk=0;k<K;k++)for(intj=0;j<N;j++)C[(i*N)+j]+=A[(i*K)+k]*B[(k*N)+j];" in flat
+    assert "C[i*N+j]=0.0;" in flat
+    assert "for(intk=0;k<K;k++)for(intj=0;j<N;j++)C[i*N+j]+=A[i*K+k]*B[k*N+j];" in flat
     threaded = rewrite(ikj, entry, "omp_outer")
     assert squeeze("#pragma omp parallel for\n  for (int i = 0;") in squeeze(threaded)
     assert threaded.startswith("#include <omp.h>")

@@ -113,8 +113,11 @@ def _parse(code: str):
 
 
 def _generate(ast) -> str:
+    """C from the tree, with no parentheses the operators' precedence does not need: the
+    next prompt shows this code, and the coder, shown `((i * M) + j) - 1` on every line,
+    closed one parenthesis too many in 8 answers of 8 (jacobi2d)."""
     from pycparser import c_generator
-    return c_generator.CGenerator().visit(ast)
+    return c_generator.CGenerator(reduce_parentheses=True).visit(ast)
 
 
 # -- the AST's shapes ------------------------------------------------------------------------
