@@ -73,9 +73,14 @@ def test_a_child_faster_by_less_than_the_margin_or_wrong_is_not_a_parent(tmp_pat
     assert {c.parent_id for c in store.candidates() if c.iteration == 2} == {seed.id}
     # the margin: a child 4% faster stays a child; 6% faster is the next parent
     parent = seed
-    child = lambda rate: dataclasses.replace(seed, id=99, gflops=rate)
-    assert climb.better_child(parent, [child(seed.gflops * 1.04)]) is None
-    assert climb.better_child(parent, [child(seed.gflops * 1.06)]).id == 99
+    speedup = seed.outcome["speedup"]
+    child = lambda ratio, rate: dataclasses.replace(
+        seed, id=99, gflops=rate, outcome={**seed.outcome, "speedup": speedup * ratio})
+    assert climb.better_child(parent, [child(1.04, seed.gflops * 2)]) is None
+    assert climb.better_child(parent, [child(1.06, seed.gflops)]).id == 99
+    # judged by the speedup over naive timed in its own evaluation, not by a rate compared
+    # with the parent's, timed minutes before: a rate 12% higher at 0.93x naive is no parent
+    assert climb.better_child(parent, [child(0.93, seed.gflops * 1.12)]) is None
 
 
 def test_a_killed_climb_resumes_with_the_same_rounds(tmp_path, dgemm):
