@@ -107,3 +107,21 @@ def test_greedy_tokens_are_transformers_tokens_for_the_same_file(tiny_qwen2, tmp
         out = model.generate(torch.tensor([ids]), max_new_tokens=10, do_sample=False,
                              min_new_tokens=10)
     assert ours == out[0, len(ids):].tolist()
+
+
+def test_the_engine_probe_measures_every_setting_for_real_and_the_policy_takes_its_choice(
+        tiny_qwen2, tmp_path, monkeypatch):
+    """The probe's real measurement (engine.probe.measure_tok_s through the policy's
+    _measured_settings) on a tiny GGUF: each setting decodes, the choice is stored, and a
+    policy that is not exact runs with the chosen properties."""
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache"))
+    from perfgym.engine.probe import CANDIDATES, choice_path
+    from perfgym.policies.openvino import OpenVINOPolicy, _measured_settings
+    chosen = _measured_settings(tiny_qwen2)
+    assert chosen["name"] in CANDIDATES and choice_path(tiny_qwen2).is_file()
+    assert [r["name"] for r in chosen["rows"]] == list(CANDIDATES)
+    assert all(r["tok_s"] > 0 for r in chosen["rows"])
+    policy = OpenVINOPolicy(model_path=tiny_qwen2)
+    assert policy.engine_choice["name"] == chosen["name"]
+    assert policy.engine.properties == CANDIDATES[chosen["name"]]
+    assert len(policy.generate(["Say hi."], 2, max_tokens=4, temperature=0.5)[0]) == 2
