@@ -5,7 +5,8 @@ are the same changes written by rule, offered beside the model's answers each ro
 like them (compiled, checked at every train size, timed; kept only when faster). Why: asked for
 a loop order, the coder (1.5B) rewrote dgemm's naive kernel with its loops in the same order 4
 times in 4 and, shown the worked OpenMP example, dropped the k loop; the i-k-j order that a
-textbook gives is 3.5x naive on a 2-core AVX2 EPYC (6.8x with `omp simd`), 7.9x on a Xeon. A search that cannot find the textbook is no search; one that
+textbook gives is 3.5x naive on a 2-core AVX2 EPYC (6.8x with `omp simd`), 7.9x on a
+Xeon. A search that cannot find the textbook is no search; one that
 starts from it spends the model's answers on what lies past it.
 
 The rewrites:
