@@ -47,7 +47,8 @@ def openrlhf_parser() -> argparse.ArgumentParser:
 
 
 def test_openrlhf_page_command_parses_with_full_flag_names():
-    pytest.importorskip("openrlhf")
+    pytest.importorskip("openrlhf", reason="OpenRLHF is not installed: "
+                        "pip install --no-deps openrlhf==0.11.2")
     words = command("openrlhf.md", "python -m openrlhf.cli.train_ppo_ray")[3:]
     args = openrlhf_parser().parse_args(words)
     assert vars(args)["data.prompt_dataset"] == "data/perfgym_train.parquet"
@@ -86,8 +87,8 @@ def exported_prompt_tokens() -> int:
 
 
 def test_verl_page_command_composes_and_holds_the_exported_prompts():
-    pytest.importorskip("verl")
-    pytest.importorskip("transformers")
+    pytest.importorskip("verl", reason="verl is not installed: pip install --no-deps verl==0.9.1")
+    pytest.importorskip("transformers", reason="the local extra is not installed")
     from hydra import compose, initialize_config_dir
     spec = importlib.util.find_spec("verl.trainer")
     words = command("verl.md", "python -m verl.trainer.main_ppo")[3:]
@@ -101,7 +102,7 @@ def test_verl_page_command_composes_and_holds_the_exported_prompts():
 
 
 def test_the_example_reward_sends_a_task_and_stage_the_service_accepts(monkeypatch):
-    pytest.importorskip("fastapi")
+    pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
     from perfgym.integrations.dataset import rows
     from perfgym.serve import Candidate
     from perfgym.tasks import builtin_names

@@ -16,7 +16,8 @@ import uuid
 import pytest
 
 pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
-httpx = pytest.importorskip("httpx")
+httpx = pytest.importorskip("httpx", reason="the test extra is not installed: "
+                            "pip install 'perfgym[test]'")
 
 from answers import ANSWERS, LABEL  # noqa: E402
 from service import running_service  # noqa: E402

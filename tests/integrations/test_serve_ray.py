@@ -19,7 +19,8 @@ import pytest
 
 pytest.importorskip("ray", reason="the cluster extra is not installed")
 pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
-httpx = pytest.importorskip("httpx")
+httpx = pytest.importorskip("httpx", reason="the test extra is not installed: "
+                            "pip install 'perfgym[test]'")
 
 from answers import ANSWERS, LABEL  # noqa: E402
 from service import free_port  # noqa: E402
