@@ -75,6 +75,13 @@ class Candidate:
         return self.status == "OK"
 
     @property
+    def rate(self) -> float:
+        """How fast it ran: GFLOP/s, or GB/s for a task that moves data and computes nothing
+        (transpose). Every ranking of kernels uses it: by GFLOP/s alone every transpose tied
+        and a search's result was its first kernel, the naive one."""
+        return self.gflops or (self.outcome or {}).get("gbps") or 0.0
+
+    @property
     def copied(self) -> bool:
         """Passed, but a copy of a kernel memory entry (Outcome.copied_from): not counted."""
         return bool(self.outcome and self.outcome.get("copied_from"))
@@ -181,10 +188,12 @@ class RunStore:
         return [_candidate(r) for r in rows]
 
     def best(self) -> Candidate | None:
-        # a copy of a memory kernel (Outcome.copied_from) is not the search's own result
+        # a copy of a memory kernel (Outcome.copied_from) is not the search's own result; the
+        # fastest by Candidate.rate
         row = self._execute(f"SELECT {_COLS} FROM candidates WHERE status = 'OK' AND "
-                            "json_extract(outcome, '$.copied_from') IS NULL "
-                            "ORDER BY gflops DESC, id LIMIT 1").fetchone()
+                            "json_extract(outcome, '$.copied_from') IS NULL ORDER BY "
+                            "COALESCE(gflops, json_extract(outcome, '$.gbps'), 0) DESC, id "
+                            "LIMIT 1").fetchone()
         return _candidate(row) if row else None
 
     def lineage(self, candidate_id: int) -> list[Candidate]:

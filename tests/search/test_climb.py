@@ -230,4 +230,24 @@ def test_the_model_s_answers_are_capped_near_the_parent_s_length(tmp_path, dgemm
     code = climb_mod.parent_code(dgemm, seed)
     assert 300 < len(code) < 2048
     assert seen == [max(climb_mod.MIN_ANSWER_TOKENS, len(code))]
-    assert engine.sampling["max_tokens"] == 2048  # restored after the round
+    assert engine.sampling["max_tokens"] == 2048  # the cap is the round's steps', not the engine's
+
+
+def test_a_task_that_computes_nothing_is_ranked_by_its_bandwidth(tmp_path):
+    """transpose moves data and has no GFLOP/s: ranked by GFLOP/s alone, every kernel tied
+    and a climb's result was the naive one (a 1.33x threaded transpose was passed over)."""
+    from perfgym.search.sqd import select
+    store = RunStore(tmp_path / "run")
+    ids = []
+    for gbps, speedup in ((4.4, 1.0), (5.9, 1.33), (5.2, 1.18)):
+        cid = store.add_pending(f"s{gbps}", 1, None, None, "improve", "p", "prompt", "code")
+        store.complete(cid, {"status": "OK", "gflops": None, "gbps": gbps,
+                             "speedup": speedup}, 0.0)
+        ids.append(cid)
+    assert store.best().id == ids[1] and store.get(ids[1]).rate == 5.9
+    top, _, _ = select(store.candidates(), (0.4, 0.3, 0.3))
+    assert top[0].id == ids[1]
+    climb = Climb.__new__(Climb)
+    climb.config = ClimbConfig()
+    seed = store.get(ids[0])
+    assert climb.better_child(seed, [store.get(i) for i in ids[1:]]).id == ids[1]

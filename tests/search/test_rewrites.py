@@ -3,7 +3,7 @@ they refuse, and that what they make is right (compiled, checked and timed by th
 import pytest
 
 from perfgym import EvalConfig, evaluate, get_task
-from perfgym.search.rewrites import applicable, rewrite
+from perfgym.search.rewrites import MIN_PARALLEL_WORK, applicable, rewrite
 
 FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
 
@@ -24,7 +24,9 @@ def test_dgemm_sink_sum_is_the_ikj_order_and_omp_outer_threads_its_rows():
     assert "C[i*N+j]=0.0;" in flat
     assert "for(intk=0;k<K;k++)for(intj=0;j<N;j++)C[i*N+j]+=A[i*K+k]*B[k*N+j];" in flat
     threaded = rewrite(ikj, entry, "omp_outer")
-    assert squeeze("#pragma omp parallel for\n  for (int i = 0;") in squeeze(threaded)
+    # threads only past a work bound: the i-k-j nest's two inner loops add
+    assert squeeze(f"#pragma omp parallel for if(parallel: (long)(M) * ((N) + (K) * (N)) > "
+                   f"{MIN_PARALLEL_WORK})\n  for (int i = 0;") in squeeze(threaded)
     assert threaded.startswith("#include <omp.h>")
     assert rewrite(threaded, entry, "omp_outer") is None  # threads already
 
@@ -36,7 +38,8 @@ def test_a_reduction_gets_its_clause_and_a_scattered_write_no_pragma():
     made = rewrite(hist, entry, "omp_outer")
     # the zeroing loop is threaded; counts[data[i]]++ is not: two iterations may hit one bin
     assert made.count("#pragma omp parallel for") == 1
-    assert squeeze("#pragma omp parallel for\nfor (int b = 0;") in squeeze(made)
+    assert squeeze(f"#pragma omp parallel for if(parallel: (long)(BINS) > {MIN_PARALLEL_WORK})"
+                   "\nfor (int b = 0;") in squeeze(made)
 
 
 @pytest.mark.parametrize("code", [
@@ -102,6 +105,65 @@ def test_simd_inner_lets_a_sum_vectorize_and_threads_join_it_on_one_loop():
     lanes = rewrite(dot, entry, "simd_inner")
     assert "#pragma omp simd reduction(+:sum)" in lanes
     both = rewrite(lanes, entry, "omp_outer")
-    assert "#pragma omp parallel for simd reduction(+:sum)" in both
+    assert ("#pragma omp parallel for simd reduction(+:sum) if(parallel: (long)(N) > "
+            f"{MIN_PARALLEL_WORK})") in both
     assert both.count("#pragma") == 1 and both.count("#include <omp.h>") == 1
     assert rewrite(both, entry, "simd_inner") is None  # a pragma there already
+
+
+@pytest.mark.parametrize("code, bound", [
+    ("void f(double *x, int n) { for (int i = 0; i < n; i++) x[i] = 0; }", "(n)"),
+    ("void f(double *x, int n, int m) { for (int i = 1; i <= n; i++)"
+     " for (int j = 2; j < m; j++) x[i * m + j] = 0; }", "(n - 1 + 1) * (m - 2)"),
+    # loops side by side in the body add
+    ("void f(double *x, int n, int m) { for (int i = 0; i < n; i++) {"
+     " for (int j = 0; j < m; j++) x[i * m + j] = 0;"
+     " for (int j = 0; j < 4; j++) x[i * m + j] += 1; } }", "(n) * ((m) + (4))"),
+])
+def test_threads_start_only_past_the_nest_s_work(code, bound):
+    assert f"if(parallel: (long){bound} > {MIN_PARALLEL_WORK})" in rewrite(code, "f", "omp_outer")
+
+
+@pytest.mark.parametrize("code", [
+    # a triangle: the inner count names the outer counter, which the pragma cannot see
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) for (int j = 0; j < i; j++)"
+    " x[i * n + j] = 0; }",
+    # a while loop: no count
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) { int k = i; while (k > 0) k /= 2;"
+    " x[i] = k; } }",
+    # a step other than 1
+    "void f(double *x, int n) { for (int i = 0; i < n; i += 2) x[i] = 0; }",
+])
+def test_a_nest_whose_work_is_not_plain_threads_at_every_size(code):
+    made = rewrite(code, "f", "omp_outer")
+    assert "#pragma omp parallel for" in made and "if(" not in made
+
+
+def test_the_work_bound_keeps_a_small_loop_on_one_thread_and_a_large_one_on_many(tmp_path):
+    """The clause as gcc runs it: which threads ran the loop, at a size under the bound and
+    one over it, with two threads asked for."""
+    import subprocess
+    made = rewrite("void f(int *who, int n) { for (int i = 0; i < n; i++) who[i] = 1; }",
+                   "f", "omp_outer")
+    pragma = next(line.strip() for line in made.splitlines() if "pragma" in line)
+    (tmp_path / "t.c").write_text(f"""#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {{
+    int n = atoi(argv[1]), many = 0;
+    int *who = calloc(n, sizeof(int));
+    {pragma}
+    for (int i = 0; i < n; i++) who[i] = omp_get_thread_num();
+    for (int i = 0; i < n; i++) many |= who[i] != 0;
+    printf("%d\\n", many);
+    return 0;
+}}""")
+    subprocess.run(["gcc", "-O2", "-fopenmp", "-o", tmp_path / "t", tmp_path / "t.c"],
+                   check=True)
+    env = {"OMP_NUM_THREADS": "2", "OMP_DYNAMIC": "false"}
+
+    def other_threads_ran(n: int) -> bool:
+        out = subprocess.run([tmp_path / "t", str(n)], env=env, capture_output=True, text=True)
+        return out.stdout.strip() == "1"
+    assert not other_threads_ran(7)
+    assert other_threads_ran(4 * MIN_PARALLEL_WORK)

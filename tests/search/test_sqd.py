@@ -136,7 +136,7 @@ def test_a_budget_with_room_runs_every_restart(tmp_path, replay_file, dgemm):
 
 
 def test_the_no_flag_search_repairs_nothing_and_draws_while_its_budget_lasts():
-    from perfgym.cli.search import (NO_FLAG_BUDGET_MINUTES, NO_FLAG_RATIOS, RATIOS,
+    from perfgym.cli.search_plan import (NO_FLAG_BUDGET_MINUTES, NO_FLAG_RATIOS, RATIOS,
                                     sqd_defaults)
     ratios, restarts, budget = sqd_defaults(True, None, None, None)
     assert ratios == NO_FLAG_RATIOS and float(ratios.split(",")[2]) == 0
@@ -148,7 +148,7 @@ def test_the_no_flag_search_repairs_nothing_and_draws_while_its_budget_lasts():
 
 
 def test_a_no_flag_run_resumes_with_the_settings_it_was_started_with():
-    from perfgym.cli.search import as_started
+    from perfgym.cli.search_plan import as_started
     now = {"task": "dgemm", "ratios": [0.4, 0.3, 0.0], "restarts": 12, "budget_minutes": 12.0,
            "sizes": "train"}
     before_restarts = {"task": "dgemm", "ratios": [0.4, 0.3, 0.3]}

@@ -23,7 +23,6 @@ spent plus the longest round yet fits; the last round is cut to the answers that
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,7 +32,7 @@ from .engine import Engine, Step, parent_code
 from .sqd import summary
 
 TRANSFORMS = ("loop_order", "openmp", "vectorize", "blocking", "unroll")
-MIN_ANSWER_TOKENS = 384  # the least a climb's answer may take (see Climb._answer_cap)
+MIN_ANSWER_TOKENS = 384  # the least a climb's answer may take (see Climb.answer_cap)
 # The stage rules of a step that is not about threads, until OpenMP is in the kernel's line:
 # SQD's stage 3, every technique but OpenMP (and prefetching). Asked for a loop order with
 # <omp.h> in its opening, the coder wrote `#pragma omp parallel for collapse(2)` over the
@@ -103,8 +102,7 @@ class Climb:
             if not steps:
                 store.event("climb_stopped", round=r, budget=self.config.budget_seconds)
                 break
-            with self._answer_cap(parent):
-                children = self.engine.run_steps(steps)
+            children = self.engine.run_steps(steps)
             better = self.better_child(parent, children)
             if better is not None:
                 parent = better
@@ -134,9 +132,11 @@ class Climb:
         if begun:
             todo = [t for t in self.config.transforms if t in begun]
         threaded = "openmp" in done
+        cap = self.answer_cap(parent)
         return [Step(f"climb:{r}:{parent.id}:{t}:{g}", r,
                      None if threaded or t == "openmp" else NO_THREADS, parent, "transform",
-                     transform=t) for t in todo for g in range(self.config.samples)]
+                     transform=t, max_tokens=cap)
+                for t in todo for g in range(self.config.samples)]
 
     def rewrite_steps(self, r: int, parent: Candidate) -> list[Step]:
         """Round r as perfgym's own rewrites of the parent (search/rewrites.py), each stored as
@@ -184,27 +184,18 @@ class Climb:
         its speedup over the naive kernel timed in the same evaluation, where it has one: a
         rate compared with a rate measured minutes before carries the machine's drift (on a
         busy host a jacobi2d child 1.12x its parent's GFLOP/s was 0.93x naive)."""
-        ok = [c for c in children if c is not None and c.ok and not c.copied and c.gflops]
+        ok = [c for c in children if c is not None and c.ok and not c.copied and _speed(c) > 0]
         if not ok:
             return None
         best = max(ok, key=lambda c: (_speed(c), -c.id))
         return best if _speed(best) >= _speed(parent) * self.config.min_gain else None
 
-    @contextmanager
-    def _answer_cap(self, parent: Candidate):
-        """The model's answers capped at the parent's length in characters as tokens (about
-        3.5 times its tokens; at least MIN_ANSWER_TOKENS): one change of a kernel is about as
-        long as the kernel, and a batch decodes until its longest answer ends (a dgemm round
-        waited 400 s on two answers that ran to the 768-token limit, both wrong)."""
-        sampling = self.engine.sampling
-        limit = sampling.get("max_tokens")
-        cap = max(MIN_ANSWER_TOKENS, len(parent_code(self.engine.task, parent) or ""))
-        if limit is not None and cap < limit:
-            self.engine.sampling = {**sampling, "max_tokens": cap}
-        try:
-            yield
-        finally:
-            self.engine.sampling = sampling
+    def answer_cap(self, parent: Candidate) -> int:
+        """The tokens a model's answer may take: the parent's length in characters (about 3.5
+        times its tokens; at least MIN_ANSWER_TOKENS). One change of a kernel is about as long
+        as the kernel, and a batch decodes until its longest answer ends (a dgemm round waited
+        400 s on two answers that ran to the 768-token limit, both wrong)."""
+        return max(MIN_ANSWER_TOKENS, len(parent_code(self.engine.task, parent) or ""))
 
     def _begun(self, r: int) -> bool:
         return any(c.slot.startswith(f"climb:{r}:") for c in self.engine.store.candidates(r))
@@ -264,7 +255,7 @@ class Climb:
 def _speed(c: Candidate) -> float:
     """A kernel's speedup over naive (geometric mean over the sizes judged), else its rate."""
     speedup = (c.outcome or {}).get("speedup")
-    return speedup if speedup else (c.gflops or 0.0)
+    return speedup if speedup else c.rate
 
 
 def climbs(task) -> bool:

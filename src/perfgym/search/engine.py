@@ -34,6 +34,7 @@ class Step:
     op: str  # generate | improve | deepen | repair | crossover | transform
     other: Candidate | None = None  # crossover: the second parent
     transform: str | None = None  # transform: which one (prompts/transforms/NAME.txt)
+    max_tokens: int | None = None  # a cap below the sampler's own (a climb's short answers)
 
     @property
     def group(self) -> tuple:
@@ -162,27 +163,32 @@ class Engine:
         by_prompt: dict[str, list[Step]] = defaultdict(list)
         for s in missing:
             by_prompt[self.prompt_with_memory(s)].append(s)
-        by_count: dict[int, list[str]] = defaultdict(list)  # the policy takes one n per call
+        # the policy takes one n and one sampler per call
+        by_call: dict[tuple, list[str]] = defaultdict(list)
         for prompt, group in by_prompt.items():
-            by_count[len(group)].append(prompt)
-        for n, all_prompts in by_count.items():
+            by_call[len(group), group[0].max_tokens].append(prompt)
+        for (n, max_tokens), all_prompts in by_call.items():
+            sampling = self.sampling
+            if max_tokens is not None and max_tokens < sampling.get("max_tokens", max_tokens + 1):
+                sampling = {**sampling, "max_tokens": max_tokens}
             # a local model generates in batches: each batch is stored before the next starts,
             # so a kill loses at most one (a server policy gets every prompt at once)
             batch = getattr(self.policy, "batch_size", 0)
             per_call = max(1, batch // n) if batch else len(all_prompts)
             for start in range(0, len(all_prompts), per_call):
-                self._generate(all_prompts[start:start + per_call], n, by_prompt)
+                self._generate(all_prompts[start:start + per_call], n, by_prompt, sampling)
 
-    def _generate(self, prompts: list[str], n: int, by_prompt: dict[str, list[Step]]) -> None:
+    def _generate(self, prompts: list[str], n: int, by_prompt: dict[str, list[Step]],
+                  sampling: dict[str, Any]) -> None:
         # a prompt's steps share its stage (the prompt states the stage's rules)
         openings = [answer_start(self.task, by_prompt[p][0].stage) if self.answer_start
                     else None for p in prompts]
         if any(openings):
             completions = [[full_answer(opening, t) for t in texts] for opening, texts in
                            zip(openings, self.policy.generate(prompts, n, openings=openings,
-                                                              **self.sampling))]
+                                                              **sampling))]
         else:
-            completions = self.policy.generate(prompts, n, **self.sampling)
+            completions = self.policy.generate(prompts, n, **sampling)
         # the completions and the policy's state after them are stored together: a kill
         # between the two would hand the stored completions out again on resume
         with self.store.transaction():

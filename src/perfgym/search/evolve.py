@@ -88,14 +88,13 @@ class Archive:
     def offer(self, c: Candidate, key: tuple[str, ...]) -> bool:
         held = self.elites.get(key)
         # a copy of a memory kernel (Candidate.copied) is no elite: not the model's own
-        if c.ok and not c.copied and c.gflops and (held is None or
-                                                   c.gflops > (held.gflops or 0.0)):
+        if c.ok and not c.copied and c.rate and (held is None or c.rate > held.rate):
             self.elites[key] = c
             return True
         return False
 
     def best(self, n: int = 1) -> list[Candidate]:
-        return sorted(self.elites.values(), key=lambda c: (-(c.gflops or 0.0), c.id))[:n]
+        return sorted(self.elites.values(), key=lambda c: (-c.rate, c.id))[:n]
 
 
 def parents_of(c: Candidate) -> tuple[int, ...]:

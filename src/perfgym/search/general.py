@@ -30,7 +30,7 @@ def general_best(engine: Engine, best: Candidate | None) -> Candidate | None:
     from ..multisize import evaluate_folded
     fastest_first = sorted((c for c in store.candidates()
                             if c.ok and not c.copied and c.op != "seed"),
-                           key=lambda c: (-(c.gflops or 0.0), c.id))
+                           key=lambda c: (-c.rate, c.id))
     checked: list[dict] = []
     seen: set[str] = set()
     chosen = None

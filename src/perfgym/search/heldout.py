@@ -14,7 +14,7 @@ def best_kernels(store: RunStore, best: Candidate | None) -> list[Candidate]:
     for _, _, data in store.events("archive"):
         for island in data.get("islands", []):
             ids = [cid for cid in island.values()]
-            top = max((store.get(i) for i in ids), key=lambda c: c.gflops or 0.0, default=None)
+            top = max((store.get(i) for i in ids), key=lambda c: c.rate, default=None)
             if top is not None and all(top.id != c.id for c in chosen):
                 chosen.append(top)
     return chosen

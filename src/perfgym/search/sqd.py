@@ -60,13 +60,14 @@ class SQDConfig:
 
 def select(nodes: list[Candidate], ratios: tuple[float, float, float]
            ) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
-    """(top, middle, errors) of one stage's pool. Working kernels are ranked by GFLOP/s; failed
-    ones by how far they got (a wrong answer is closer to working than a compile error)."""
+    """(top, middle, errors) of one stage's pool. Working kernels are ranked by their rate
+    (Candidate.rate: GFLOP/s, else GB/s); failed ones by how far they got (a wrong answer is
+    closer to working than a compile error)."""
     n = len(nodes)
     # a copy of a memory kernel (Candidate.copied) is no node: what grows from it is not the
     # model's own
     ok = sorted((c for c in nodes if c.ok and not c.copied),
-                key=lambda c: (-(c.gflops or 0.0), c.id))
+                key=lambda c: (-c.rate, c.id))
     bad = sorted((c for c in nodes if not c.ok),
                  key=lambda c: (-_STATUS_RANK.get(c.status or "", 0), c.id))
     n_top = max(1, math.floor(ratios[0] * n + 0.5)) if ok and ratios[0] > 0 else 0
