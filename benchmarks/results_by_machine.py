@@ -43,9 +43,10 @@ def machine() -> dict:
             "cores": len(os.sched_getaffinity(0))}
 
 
-def kind(cpu: str, isa: list[str]) -> str:
-    """The key of a machine kind in a results file: 'AMD EPYC | avx2 avx512f avx512_bf16'."""
-    return f"{cpu} | {' '.join(isa) if isa else 'no avx2'}"
+def kind(cpu: str, isa: list[str] | None) -> str:
+    """The key of a machine kind in a results file: 'AMD EPYC | avx2 avx512f avx512_bf16'
+    (None: an old run that recorded no flags)."""
+    return f"{cpu} | {'ISA not recorded' if isa is None else ' '.join(isa) or 'no avx2'}"
 
 
 def commit() -> str:
