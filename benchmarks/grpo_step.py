@@ -14,7 +14,7 @@ the shares of the steps' wall time measured in one run and the process's peak me
 evaluator must not dominate. `--engine both` runs the same steps with TRL's own generation
 and with the fast CPU engine (perfgym.engine, the default model's architecture only), one after
 the other in one run: the step split before and after. `--like-learning` runs the steps of the
-learning experiment's GRPO instead (benchmarks/learning.py: the default model, opened
+learning experiment's GRPO instead (experiments/learning/: the default model, opened
 answers to the improve prompts of its five short training tasks, G 4, LoRA, bf16, the fast
 engine), where the answers compile and the evaluator has real work. `--before-after` runs
 those steps twice in one run: as the learning experiment ran them (TRL's per-row update,
