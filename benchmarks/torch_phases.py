@@ -4,7 +4,7 @@ candidate on this CPU, measured, not estimated.
     python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--ways fresh,batch] [--json [OUT]]
 
 The candidate is the task's own solution (tasks/builtin_gpu/solutions), evaluated with the cache
-off and a fixed 10 timed rounds (as benchmarks/torch_isolation_cost.py), one at a time. Every
+off and a fixed 10 timed rounds, one at a time. Every
 phase is timed by wrapping the function that does it for the length of the run (perfgym is
 unchanged): the static checks, launching each of the four workers (problem, reference,
 candidate, replayer: a sandboxed Python each), the wait until the problem worker and then the
