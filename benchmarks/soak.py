@@ -446,4 +446,6 @@ def summary(result: dict) -> dict:
         out["kills: processes left"] = str(sum(len(r["procs_after_kill"]) for r in k["kills"]))
     return out
 
+
+if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 """Where a PyTorch candidate's evaluation time goes: each phase of one KernelBench-format
 candidate on this CPU, measured, not estimated.
 
-    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--ways fresh,batch] [--json [OUT]]
+    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--ways fresh,batch]
+                                      [--json [OUT]]
 
 The candidate is the task's own solution (tasks/builtin_gpu/solutions), evaluated with the cache
 off and a fixed 10 timed rounds, one at a time. Every

@@ -51,8 +51,8 @@ def main() -> None:
         for arm in order:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "draw.json"
-                run = subprocess.run([sys.executable, str(BENCHMARKS / "first_search.py"), "--run-dir",
-                                      str(Path(tmp) / "run"), "--json", str(out), "--",
+                run = subprocess.run([sys.executable, str(BENCHMARKS / "first_search.py"),
+                                      "--run-dir", str(Path(tmp) / "run"), "--json", str(out), "--",
                                       "--seed", str(seed), *arms[arm]],
                                      capture_output=True, text=True)
                 if run.returncode != 0:
