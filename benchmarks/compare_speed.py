@@ -1,6 +1,6 @@
 """Verification's compare() in blocks against one pass over the whole arrays.
 
-    python benchmarks/compare_speed.py [--repeats 5] [--json OUT]
+    python benchmarks/compare_speed.py [--repeats 5] [--json [OUT]]
 
 Three outputs the size of the built-in tasks' largest: transpose's 4096 x 4096 doubles against
 its reference (A.T, a transposed view), dot-sized 4M doubles and histogram-sized 16M floats,
@@ -13,16 +13,16 @@ medians and their ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--json", default=None)
+    json_flag(ap, "compare_speed")
     args = ap.parse_args()
     import numpy as np
 
@@ -50,10 +50,16 @@ def main() -> None:
         results[name] = {"seconds": med, "blocks_over_whole": med["blocks"] / med["whole"]}
         print(f"{name:45s} blocks {med['blocks']:.3f} s, whole {med['whole']:.3f} s: "
               f"{med['blocks'] / med['whole']:.2f}x", flush=True)
-    out = {"machine": cpu_model(), "block_elements": shipped, "repeats": args.repeats,
-           "cases": results}
+    result = {"machine": cpu_model(), "block_elements": shipped, "repeats": args.repeats,
+              "cases": results}
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+        record("compare_speed", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    return {f"{case}: blocks / whole": f"{c['blocks_over_whole']:.2f}x"
+            for case, c in result["cases"].items()}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Generation speed of the fast CPU engine against transformers' `generate`, in one run.
 
-    python benchmarks/engine_speed.py [--batches 1,4,16,64] [--tokens 256] [--json OUT]
+    python benchmarks/engine_speed.py [--batches 1,4,16,64] [--tokens 256] [--json [OUT]]
 
 Same model (the default, SmolLM2-135M-Instruct, with the weights the trainer holds), one prompt,
 `--tokens` new tokens per sequence (EOS ignored, so both generate the same count), sampling at
@@ -11,15 +11,16 @@ engine new weights (write the GGUF, load it). Run it on a quiet machine: it meas
 from __future__ import annotations
 
 import argparse
-import json
 import time
+
+from results_by_machine import json_flag, record
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", default="1,4,16,64")
     ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--json", default=None, help="also write the figures here")
+    json_flag(ap, "engine_speed")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
 
@@ -72,9 +73,18 @@ def main() -> None:
     print(f"engine: first load {first_load:.2f} s; new weights (write GGUF + load) {sync:.2f} s")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"tokens": args.tokens, "rows": rows, "first_load_s": first_load,
-                       "weight_sync_s": sync, "load_average": os.getloadavg()[0]}, f, indent=2)
+        result = {"tokens": args.tokens, "rows": rows, "first_load_s": first_load,
+                  "weight_sync_s": sync, "load_average": os.getloadavg()[0]}
+        record("engine_speed", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    out = {f"batch {r['batch']}, tok/s engine / transformers":
+           f"{r['engine_tok_s']:.1f} / {r['transformers_tok_s']:.1f} ({r['ratio']:.2f}x)"
+           for r in result["rows"]}
+    out["new weights (write GGUF, load)"] = f"{result['weight_sync_s']:.1f} s"
+    return out
 
 
 if __name__ == "__main__":

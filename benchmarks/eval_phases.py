@@ -1,6 +1,6 @@
 """Where an evaluation's time goes: each phase of one C candidate, measured, not estimated.
 
-    python benchmarks/eval_phases.py [--repeats 3] [--json OUT]
+    python benchmarks/eval_phases.py [--repeats 3] [--json [OUT]]
 
 For the naive and the expert dgemm-256 kernel (distinct variants, cache off, one at a time on a
 quiet machine), every phase of `perfgym.evaluate` is timed by wrapping the function that does
@@ -20,7 +20,6 @@ many calls as perfgym made.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import phase_timer  # noqa: E402
+from results_by_machine import json_flag, record  # noqa: E402
 
 # (module, attribute, phase): a phase is the time spent inside the attribute while it is
 # called from perfgym's own modules (each patched where the caller looks it up)
@@ -123,7 +123,7 @@ def breakdown(task, text: str, config) -> tuple[dict[str, float], float, object]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3, help="variants per kernel (medians)")
-    ap.add_argument("--json", default=None, help="write the figures here too")
+    json_flag(ap, "eval_phases")
     args = ap.parse_args()
 
     from eval_throughput import floor_seconds, variants
@@ -147,13 +147,20 @@ def main() -> None:
         result[name] = {"total_s": statistics.median(totals), "floor_s": statistics.median(floors),
                         "phases_s": med}
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        record("eval_phases", result, summary(result), args.json)
     for name, r in result.items():
         print(f"\n{name} dgemm-256: perfgym {r['total_s']:.3f} s, floor {r['floor_s']:.3f} s "
               f"({r['total_s'] / r['floor_s']:.2f}x); median of {args.repeats} variants")
         for label, s in sorted(r["phases_s"].items(), key=lambda kv: -kv[1]):
             beside = " (beside other phases: not in the total)" if label in BESIDE else ""
             print(f"  {s * 1e3:8.1f} ms  {s / r['total_s']:6.1%}  {label}{beside}")
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    return {f"{name}: total (over the floor)":
+            f"{r['total_s'] * 1e3:.0f} ms ({r['total_s'] / r['floor_s']:.2f}x)"
+            for name, r in result.items()}
 
 
 if __name__ == "__main__":

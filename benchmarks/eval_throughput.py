@@ -1,6 +1,6 @@
 """How fast and how steady is the evaluator? All figures from one run on this machine.
 
-    python benchmarks/eval_throughput.py [--candidates 16] [--repeats 10]
+    python benchmarks/eval_throughput.py [--candidates 16] [--repeats 10] [--json [OUT]]
 
 Prints:
   * distinct dgemm-256 candidates evaluated per minute (cache off, builds in parallel, timing
@@ -15,7 +15,6 @@ Prints:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import tempfile
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 from perfgym import EvalConfig, evaluate, get_task
+from results_by_machine import json_flag, record
 from perfgym.executors import Request, evaluate_many
 from perfgym.lane import LANE
 
@@ -65,7 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--candidates", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--json", action="store_true")
+    json_flag(ap, "eval_throughput")
     args = ap.parse_args()
 
     task = get_task("dgemm")
@@ -126,8 +126,7 @@ def main() -> None:
               "overhead": ratios, "repeat_cv": cvs, "repeats": args.repeats,
               "seconds_per_candidate": costs}
     if args.json:
-        print(json.dumps(result, indent=2))
-        return
+        record("eval_throughput", result, summary(result), args.json)
     print(f"throughput: {per_minute:.1f} distinct dgemm-256 candidates/minute "
           f"({len(texts)} in {batch:.1f} s, cache off; the timing lane idle "
           f"{lane_idle:.0%} of it)")
@@ -142,6 +141,18 @@ def main() -> None:
     for when in ("off", "on"):
         print(f"wrong / correct with the check {when}: "
               f"{costs[f'wrong, check {when}'] / costs[f'correct, check {when}']:.2f}")
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    cost = result["seconds_per_candidate"]
+    return {"candidates a minute": f"{result['candidates_per_minute']:.1f}",
+            "over the floor, naive / expert": " / ".join(
+                f"{result['overhead'][k]['ratio']:.2f}x" for k in ("naive", "expert")),
+            "CV of the median, naive / expert": " / ".join(
+                f"{result['repeat_cv'][k]:.2%}" for k in ("naive", "expert")),
+            "wrong / correct, check on":
+                f"{cost['wrong, check on'] / cost['correct, check on']:.2f}"}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What group timing costs a GRPO group, with and without a check call in each round.
 
-    python benchmarks/group_timing_cost.py [--task dot] [--members 4] [--repeats 3] [--json OUT]
+    python benchmarks/group_timing_cost.py [--task dot] [--members 4] [--repeats 3] [--json [OUT]]
 
 A group of `--members` correct answers (the task's naive kernel, each written a little
 differently so that none is a copy of another) is timed against the baseline in group timing's
@@ -16,7 +16,8 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 
 def main() -> None:
@@ -24,7 +25,7 @@ def main() -> None:
     ap.add_argument("--task", default="dot")
     ap.add_argument("--members", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", default=None)
+    json_flag(ap, "group_timing_cost")
     args = ap.parse_args()
     from perfgym import EvalConfig, get_task, group_timing
     from perfgym.executors import Request, evaluate_many
@@ -54,7 +55,15 @@ def main() -> None:
               "ratio_no_check_over_check": median["no_check"] / median["check"]}
     print(json.dumps(result, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        record("group_timing_cost", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    per = result["seconds_per_group"]
+    return {f"s a group of {result['members']} ({result['task']}), with / without the check call":
+            f"{per['check']:.1f} / {per['no_check']:.1f}",
+            "without / with": f"{result['ratio_no_check_over_check']:.2f}x"}
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ the shares of the steps' wall time measured in one run and the process's peak me
 evaluator must not dominate. `--engine both` runs the same steps with TRL's own generation
 and with the fast CPU engine (perfgym.engine, the default model's architecture only), one after
 the other in one run: the step split before and after. `--like-learning` runs the steps of the
-learning experiment's GRPO instead (benchmarks/learning.py: the default model, opened
+learning experiment's GRPO instead (experiments/learning/: the default model, opened
 answers to the improve prompts of its five short training tasks, G 4, LoRA, bf16, the fast
 engine), where the answers compile and the evaluator has real work. `--before-after` runs
 those steps twice in one run: as the learning experiment ran them (TRL's per-row update,
@@ -28,12 +28,13 @@ step's start-up (TRL's optimizer and data loader, the engine's first compile, ba
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -54,7 +55,7 @@ def main() -> None:
     ap.add_argument("--before-after", action="store_true", help="--like-learning twice: the "
                     "per-row update in micro-batches of 2, then the shared-prefix update in "
                     "micro-batches of G")
-    ap.add_argument("--json", default=None)
+    json_flag(ap, "grpo_step")
     args = ap.parse_args()
     if args.like_learning or args.before_after:
         args.like_learning, args.engine, args.model = True, "openvino", "default"
@@ -81,9 +82,8 @@ def main() -> None:
                        else [args.engine]):
             results[engine] = run_steps(args, engine)
     if args.json:
-        from perfgym.machine import cpu_model
-        results.update(machine=cpu_model(), cores=os.cpu_count(), steps=args.steps)
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        results.update(steps=args.steps)
+        record("grpo_step", results, summary(results), args.json)
 
 
 def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
@@ -190,6 +190,27 @@ def run_steps(args, engine: str, overrides: dict | None = None) -> dict:
                                                  ("evaluate", spent["evaluate"]),
                                                  ("update", update))},
             "statuses": statuses}
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds: per way, the
+    seconds of a step (a steady step's where there is one) and its generate / evaluate /
+    update split."""
+    out = {}
+    for way, r in result.items():
+        if not isinstance(r, dict) or "seconds_per_step" not in r:
+            continue
+        steady = r.get("after_the_first_step")
+        split = (steady or r)["split"]
+        per = (steady or {}).get("seconds_per_step", r["seconds_per_step"])
+        n = 1 if steady else result.get("steps", 1)
+        out[f"{way}: s a step{' (steady)' if steady else ''}"] = (
+            f"{per:.1f} (" + " / ".join(f"{split[k] / n:.1f}" for k in ("generate", "evaluate",
+                                                                          "update")) + ")")
+    ratio = result.get("step_ratio_after_the_first", result.get("step_ratio"))
+    if ratio:
+        out["after / before"] = f"{ratio:.2f}x"
+    return out
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The same 8 answers scored by `perfgym eval` and through each framework integration: the
 rewards side by side, and each path's time per answer over a direct `evaluate`.
 
-    python benchmarks/integrations_compare.py [--reward tiered] [--json out.json]
+    python benchmarks/integrations_compare.py [--reward tiered] [--json [OUT]]
 
 The answers are tests/integrations/answers.py's (the dot task at N=200000), with the cache on:
 `perfgym eval answer.md --reward R` judges each once, and every path after it reads the same
@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+
+from results_by_machine import json_flag, record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "integrations"), str(ROOT / "tests")]
@@ -173,7 +175,7 @@ def verifiers_path(reward: str) -> tuple[dict[str, float], float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reward", default="tiered")
-    ap.add_argument("--json", type=Path)
+    json_flag(ap, "integrations_compare")
     args = ap.parse_args()
     from perfgym.models import resolve_model
     model = str(resolve_model(quiet=True))
@@ -206,10 +208,20 @@ def main() -> None:
         exact = sum(got[n] == expected[n] for n in names)
         print(f"| {label} | {exact} of {len(names)} exactly ({same} within 1e-6) | "
               f"{per * 1e3:.1f} | {(per - base_time) * 1e3:+.1f} ms |")
+    result = {"expected": expected, "paths": {
+        k: {"rewards": v[0], "seconds_per_answer": v[1]} for k, v in paths.items()}}
     if args.json:
-        args.json.write_text(json.dumps({"expected": expected, "paths": {
-            k: {"rewards": v[0], "seconds_per_answer": v[1]} for k, v in paths.items()}},
-            indent=2))
+        record("integrations_compare", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds: each path's time
+    per answer, and how many of its rewards are perfgym eval's exactly."""
+    want = result["expected"]
+    return {f"{path}, ms an answer": (
+        f"{p['seconds_per_answer'] * 1e3:.1f} "
+        f"({sum(p['rewards'][n] == want[n] for n in want)}/{len(want)} identical)")
+        for path, p in result["paths"].items()}
 
 
 if __name__ == "__main__":

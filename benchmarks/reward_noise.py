@@ -1,6 +1,6 @@
 """How far a second evaluation of the same kernel lands, one at a time and in group timing.
 
-    python benchmarks/reward_noise.py [--repeats 10] [--tasks all] [--json OUT]
+    python benchmarks/reward_noise.py [--repeats 10] [--tasks all] [--json [OUT]]
 
 Per built-in task, the naive and the expert kernel, each evaluated `--repeats` times alone
 (the cache off, one after the other): the CV of its median time, and of the expert's speedup
@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 SCALING_PROBE = r"""
 #include <stdio.h>
@@ -84,7 +86,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--close", type=int, default=10)
     ap.add_argument("--tasks", default="all")
-    ap.add_argument("--json", default=None)
+    json_flag(ap, "reward_noise")
     ap.add_argument("--threads", type=int, default=None,
                     help="OpenMP threads for every kernel (default: every core)")
     args = ap.parse_args()
@@ -96,6 +98,7 @@ def main() -> None:
     config = EvalConfig(use_cache=False, threads=args.threads)
     probe = scaling_probe()
     rows = {}
+    partial = Path(args.json).with_suffix(".partial.json") if args.json else None
     started = time.monotonic()
     for name in names:
         task = get_task(name)
@@ -150,9 +153,9 @@ def main() -> None:
               f"{rows[name]['expert_speedup_cv']['grouped']:.1%}; two-thread scaling "
               f"{min(scaling):.2f}-{max(scaling):.2f} "
               f"[{time.monotonic() - started:.0f} s]", file=sys.stderr, flush=True)
-        if args.json:  # every finished task's samples kept, should the run be cut short
-            Path(args.json).write_text(json.dumps({"partial": True, "threads": config.n_threads,
-                                                   "tasks": rows}, indent=1) + "\n")
+        if args.json:  # each finished task kept beside it, should the run be cut short
+            partial.write_text(json.dumps({"partial": True, "threads": config.n_threads,
+                                           "tasks": rows}, indent=1) + "\n")
     result = {"machine": cpu_model(), "cores": os.cpu_count(), "repeats": args.repeats,
               "threads": config.n_threads,
               "tasks": rows,
@@ -165,7 +168,8 @@ def main() -> None:
               "wall_seconds": round(time.monotonic() - started)}
     print(json.dumps({k: v for k, v in result.items() if k != "tasks"}, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        record("reward_noise", result, summary(result), args.json)
+        partial.unlink(missing_ok=True)
 
 
 def close_pair(repeats: int, config) -> dict:
@@ -197,6 +201,19 @@ def close_pair(repeats: int, config) -> dict:
     return {"pair": "dgemm naive against a copy that computes the first eighth of rows twice",
             "slower_over_naive": statistics.median(ratio) if ratio else None,
             "alone": alone_right / repeats, "grouped": grouped_right / repeats}
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    out = {f"tasks ({result['repeats']} repeats)": str(len(result["tasks"]))}
+    for way in ("alone", "grouped"):
+        out[f"max time CV, {way}"] = f"{result['max_cv'][way]:.1%}"
+        out[f"max expert speedup CV, {way}"] = f"{result['max_expert_speedup_cv'][way]:.1%}"
+    pair = result.get("order_agreement") or {}
+    if "alone" in pair:
+        out["close pair ordered right, alone / grouped"] = (
+            f"{pair['alone']:.0%} / {pair['grouped']:.0%} ({pair['slower_over_naive']:.3f}x)")
+    return out
 
 
 if __name__ == "__main__":

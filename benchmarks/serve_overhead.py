@@ -1,6 +1,6 @@
 """The reward service's overhead per candidate against calling the evaluator directly.
 
-    python benchmarks/serve_overhead.py [--candidates 16]
+    python benchmarks/serve_overhead.py [--candidates 16] [--json [OUT]]
 
 Starts `perfgym serve` on a free local port, scores the same batch of distinct dgemm-256
 candidates (cache off) directly through evaluate_many and through POST /evaluate, and prints
@@ -18,11 +18,13 @@ import time
 from perfgym import EvalConfig, get_task
 from perfgym.client import RewardClient, RewardServiceError
 from perfgym.executors import Request, evaluate_many
+from results_by_machine import json_flag, record
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--candidates", type=int, default=16)
+    json_flag(ap, "serve_overhead")
     args = ap.parse_args()
     task = get_task("dgemm")
     naive = task.baseline.read_text()
@@ -71,6 +73,18 @@ def main() -> None:
     print(f"  through POST /evaluate:  {t_served / n * 1e3:7.1f} ms per candidate")
     print(f"  service overhead:        {(t_served - t_direct) / n * 1e3:7.1f} ms per candidate "
           f"(ratio {t_served / t_direct:.3f})")
+    if args.json:
+        result = {"candidates": n, "timed_calls_per_candidate": calls_direct,
+                  "direct_s_per_candidate": t_direct / n, "served_s_per_candidate": t_served / n,
+                  "ratio": t_served / t_direct}
+        record("serve_overhead", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    direct, served = result["direct_s_per_candidate"], result["served_s_per_candidate"]
+    return {"ms a candidate, direct / served": f"{direct * 1e3:.1f} / {served * 1e3:.1f}",
+            "overhead a candidate": f"{(served - direct) * 1e3:.1f} ms ({result['ratio']:.3f}x)"}
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ name (and, for a process, in its working directory); machine-wide counts are pri
 
     python benchmarks/soak.py                      # 2000 evaluations, 8 kills
     python benchmarks/soak.py --n 60 --kills 2     # a quick check
-    python benchmarks/soak.py --out benchmarks/results/soak.json
+    python benchmarks/soak.py --out                # benchmarks/results/soak.json, by machine
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from perfgym import EvalConfig, Status, get_task
 from perfgym.executors import Request, evaluate_many
 from perfgym.sandbox import UID_BASE, UID_SLOTS, work_root
 from perfgym.tasks import builtin_names, parse_size
+from results_by_machine import RESULTS, record
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE_DIR = ROOT / "tests" / "hostile" / "candidates"
@@ -410,7 +411,9 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=8, help="kill -9 runs (0: none)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help="kill phases, cycled over the kills (default: %(default)s)")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--out", type=Path, nargs="?", const=RESULTS / "soak.json",
+                        help="add this machine kind's entry to OUT "
+                        "(default: benchmarks/results/soak.json)")
     args = parser.parse_args()
     if args.n < 0 or args.kills < 0 or args.batch < 1:
         parser.error("--n and --kills must be >= 0, --batch >= 1")
@@ -424,9 +427,24 @@ def main() -> None:
     k = kills(args.kills, phases) if args.kills else None
     print_summary(s, k)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"soak": s, "kills": k}, indent=1) + "\n")
-        print(f"\nwrote {args.out}")
+        result = {"soak": s, "kills": k}
+        record("soak", result, summary(result), args.out)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    out = {}
+    if s := result["soak"]:
+        out["evaluations"] = f"{s['evaluations']} in {s['seconds']:.0f} s"
+        out["flaky / false failures / wrong hostile verdicts"] = (
+            f"{len(s['flaky'])} / {len(s['false_failures'])} / {len(s['wrong_hostile_verdicts'])}")
+        out["RSS after the first batch / at the end"] = (
+            f"{s['after_first_batch']['rss_mb']:.0f} / {s['after']['rss_mb']:.0f} MB")
+    if k := result["kills"]:
+        out["kills: resumed complete"] = (
+            f"{sum(r['complete'] for r in k['kills'])} of {len(k['kills'])}")
+        out["kills: processes left"] = str(sum(len(r["procs_after_kill"]) for r in k["kills"]))
+    return out
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What warm problem and reference workers, and workers forked from a template, save a batch
 of PyTorch candidates.
 
-    python benchmarks/torch_batch.py [--task relu] [--candidates 8] [--repeats 3] [--json OUT]
+    python benchmarks/torch_batch.py [--task relu] [--candidates 8] [--repeats 3] [--json [OUT]]
 
 A batch of `--candidates` answers (the task's expert kernel and a copy of its reference,
 alternating) is evaluated by the local executor four ways per repeat, the order rotating:
@@ -23,7 +23,8 @@ import json
 import statistics
 import time
 from contextlib import nullcontext
-from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
     ap.add_argument("--task", default="relu")
     ap.add_argument("--candidates", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", default=None)
+    json_flag(ap, "torch_batch")
     args = ap.parse_args()
     from perfgym import EvalConfig, get_task
     from perfgym.backends.torch import protocol
@@ -106,7 +107,15 @@ def main() -> None:
               "ratio_pair_over_fresh": median["pair"] / median["fresh"]}
     print(json.dumps(result, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        record("torch_batch", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    per = result["seconds_per_candidate"]
+    out = {f"s a candidate, {way}": f"{s:.2f}" for way, s in per.items()}
+    out["warm / fresh"] = f"{result['ratio_warm_over_fresh']:.2f}x"
+    return out
 
 
 if __name__ == "__main__":

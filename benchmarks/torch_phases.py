@@ -1,10 +1,11 @@
 """Where a PyTorch candidate's evaluation time goes: each phase of one KernelBench-format
 candidate on this CPU, measured, not estimated.
 
-    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--ways fresh,batch] [--json OUT]
+    python benchmarks/torch_phases.py [--task relu] [--repeats 3] [--ways fresh,batch]
+                                      [--json [OUT]]
 
 The candidate is the task's own solution (tasks/builtin_gpu/solutions), evaluated with the cache
-off and a fixed 10 timed rounds (as benchmarks/torch_isolation_cost.py), one at a time. Every
+off and a fixed 10 timed rounds, one at a time. Every
 phase is timed by wrapping the function that does it for the length of the run (perfgym is
 unchanged): the static checks, launching each of the four workers (problem, reference,
 candidate, replayer: a sandboxed Python each), the wait until the problem worker and then the
@@ -23,7 +24,6 @@ candidate costs within a batch (`seconds_per_candidate`).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from phase_timer import Phases, owner_of, patcher, wrap_each  # noqa: E402
+from results_by_machine import json_flag, record  # noqa: E402
 
 SAMPLES = 10
 
@@ -103,7 +104,7 @@ def main() -> None:
     ap.add_argument("--task", default="relu", help="a built-in PyTorch task")
     ap.add_argument("--repeats", type=int, default=3, help="evaluations (medians)")
     ap.add_argument("--ways", default="fresh,batch", help="fresh, batch or both")
-    ap.add_argument("--json", default=None, help="write the figures here too")
+    json_flag(ap, "torch_phases")
     args = ap.parse_args()
 
     from perfgym import EvalConfig, get_task
@@ -124,7 +125,14 @@ def main() -> None:
     if "batch" in result:
         result["seconds_per_candidate"] = result["batch"]["total_s"]
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        record("torch_phases", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds."""
+    ways = {"fresh": "alone", "batch": "in a batch"}
+    return {f"{result['task']}, {label}": f"{result[way]['total_s']:.2f} s"
+            for way, label in ways.items() if way in result}
 
 
 def measure(task, code, config, repeats: int, way: str) -> dict:

@@ -1,6 +1,6 @@
 """The GRPO update alone, on a fixed batch, one change at a time: what each costs.
 
-    python benchmarks/update_speed.py [--prompts 2] [--G 4] [--json OUT]
+    python benchmarks/update_speed.py [--prompts 2] [--G 4] [--json [OUT]]
 
 The batch is the learning experiment's: the default model with LoRA r 16 on the attention
 projections, the improve prompts of the first `--prompts` training tasks (the learning
@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from results_by_machine import json_flag, record  # noqa: E402
 
 VARIANTS = ("learning", "fp32", "checkpointing", "micro4", "shared2", "shared4", "no_dropout",
             "trimmed", "rows")
@@ -51,7 +51,7 @@ def main() -> None:
     ap.add_argument("--G", type=int, default=4)
     ap.add_argument("--only", default=None, help="comma-separated variants to time")
     ap.add_argument("--fp32", action="store_true", help="no bf16 in any variant")
-    ap.add_argument("--json", default=None)
+    json_flag(ap, "update_speed")
     args = ap.parse_args()
     chosen = args.only.split(",") if args.only else list(VARIANTS)
     unknown = sorted(set(chosen) - set(VARIANTS))
@@ -175,13 +175,18 @@ def main() -> None:
                     for n, gp in grads["plain"][1].items())
     print(f"FP32: loss relative difference {loss_diff:.2e}; largest LoRA gradient relative "
           f"difference {grad_diff:.2e}")
+    result = {"machine": cpu_model(), "cores": os.cpu_count(), "rows": len(rows),
+              "prompt_tokens": prompt_len, "completion_tokens_max": C,
+              "completion_tokens": int(cmask.sum()), "variants": results,
+              "loss_relative_difference": loss_diff, "gradient_relative_difference": grad_diff}
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "machine": cpu_model(), "cores": os.cpu_count(), "rows": len(rows),
-            "prompt_tokens": prompt_len, "completion_tokens_max": C,
-            "completion_tokens": int(cmask.sum()), "variants": results,
-            "loss_relative_difference": loss_diff,
-            "gradient_relative_difference": grad_diff}, indent=1) + "\n")
+        record("update_speed", result, summary(result), args.json)
+
+
+def summary(result: dict) -> dict:
+    """The headline figures of a run, for the docs' table of machine kinds: each variant's
+    seconds."""
+    return {f"{name}, s": f"{v['seconds']:.1f}" for name, v in result["variants"].items()}
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def openmp_example(stage: int | None, override_dir: Path | None = None) -> str:
     that forbids it, words about it invite a violation. perfgym's own says it in words; the
     coder's (`worked_example/`, models.prompt_templates) shows a worked example, which a rule in
     words did not get it to follow (compile 45% -> 73% of its one-shot answers) and which cost
-    the 135M model correct answers (20% -> 10%; benchmarks/prompt_ab.py)."""
+    the 135M model correct answers (20% -> 10%; experiments/prompt_ab/)."""
     if stage is not None and "OpenMP" not in describe_stage(stage)[0]:
         return ""
     return template("openmp", override_dir)

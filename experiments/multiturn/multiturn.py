@@ -1,11 +1,11 @@
 """Multi-turn against single-turn GRPO at the same number of generated tokens, and serial
 refinement against parallel sampling at test time. An experiment designed before it runs.
 
-    python benchmarks/multiturn.py [--out runs/multiturn] [--seeds 1,2] [--steps 3]
-                                   [--arms control,single,multi,...]
-                                   [--json benchmarks/results/multiturn.json] [--report-only]
+    python experiments/multiturn/multiturn.py [--out runs/multiturn] [--seeds 1,2] [--steps 3]
+                          [--arms control,single,multi,...]
+                          [--json experiments/multiturn/multiturn.json] [--report-only]
 
-The measure is the learning experiment's (benchmarks/learning.py): a sample's speedup over the
+The measure is the learning experiment's (experiments/learning/): a sample's speedup over the
 task's naive kernel when it is correct, 0 when it is not, averaged with every task and seed
 weighted alike; gains are over a learning-rate-0 control with stratified bootstrap intervals.
 
@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "learning"))
 import learning as L  # noqa: E402  (the learning experiment's sampler, judge and plan)
 
 ARMS = {"single": {"turns": 1, "G": 4},

@@ -4,7 +4,7 @@
         --json A.json          (arm A: the rule in words, perfgym's own prompt, kept as a variant)
     python benchmarks/default_yield.py --model coder --json B.json
                                (arm B: the coder's own prompts, with the worked OpenMP example)
-    python benchmarks/prompt_ab.py A.json B.json [--setting coder] [--json OUT]
+    python experiments/prompt_ab/prompt_ab.py A.json B.json [--setting coder] [--json OUT]
 
 For the default (135M) model: `default_yield.py --only default` (arm A, perfgym's prompt) and
 `--only default --templates src/perfgym/prompts/worked_example` (arm B), then `--setting

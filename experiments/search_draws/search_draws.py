@@ -1,6 +1,6 @@
 """Draws of the no-flag search, two ways, paired by seed: which prompt should a search use?
 
-    python benchmarks/search_draws.py [--seeds 4,5,6,7] [--json OUT]
+    python experiments/search_draws/search_draws.py [--seeds 4,5,6,7] [--json OUT]
         [--arm NAME=FLAGS ...]   (default: coder = no flags; perfgym = --templates
                                   benchmarks/prompt_variants/rules)
 
@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+BENCHMARKS = Path(__file__).resolve().parent.parent.parent / "benchmarks"  # first_search.py
+sys.path.insert(0, str(BENCHMARKS))  # and search_compare.py's bootstrap
+
 ARMS = {"coder": [], "perfgym": ["--templates", "benchmarks/prompt_variants/rules"]}
 GOAL = 3.0  # the issue's goal for the no-flag search: a kernel >= 3x the naive one
 
@@ -41,7 +44,6 @@ def main() -> None:
         name: shlex.split(flags) for name, _, flags in (a.partition("=") for a in args.arm)}
     if len(arms) != 2:
         raise SystemExit("give two arms (--arm NAME=FLAGS twice), or none for the default two")
-    here = Path(__file__).parent
     draws: list[dict] = []
     started = time.monotonic()
     for k, seed in enumerate(seeds):
@@ -49,8 +51,8 @@ def main() -> None:
         for arm in order:
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "draw.json"
-                run = subprocess.run([sys.executable, str(here / "first_search.py"), "--run-dir",
-                                      str(Path(tmp) / "run"), "--json", str(out), "--",
+                run = subprocess.run([sys.executable, str(BENCHMARKS / "first_search.py"),
+                                      "--run-dir", str(Path(tmp) / "run"), "--json", str(out), "--",
                                       "--seed", str(seed), *arms[arm]],
                                      capture_output=True, text=True)
                 if run.returncode != 0:
