@@ -199,14 +199,55 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                idle_timeout: float = IDLE_TIMEOUT, ray_address: str | None = None) -> FastAPI:
     app = FastAPI(title="perfgym reward service", version=__version__,
                   description=__doc__.split("\n\n")[0])
+    authorized, authorized_or_basic = _token_checks(token)
+    service = _Service(set(allow_tasks or builtin_names() + builtin_gpu_names()), max_batch,
+                       ray_address)
+    app.add_middleware(BodyGuard, max_body=max_body, idle=idle_timeout, deadline=request_timeout)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    from .machine import fingerprint
+    machine = fingerprint()["id"]  # measured now, not while /health must answer at once
+    _add_info_routes(app, service, machine, authorized)
+    _add_evaluate_route(app, service, authorized)
+    _add_openrlhf_route(app, service, authorized_or_basic)
+    return app
+
+
+class _Service:
+    """What one app's routes share: the tasks it scores, its batch limit, where candidates are
+    evaluated, and the counts /health reports (kept under a lock: routes run in threads)."""
+
+    def __init__(self, known: set[str], max_batch: int, ray_address: str | None) -> None:
+        self.known, self.max_batch, self.ray_address = known, max_batch, ray_address
+        self.state = {"requests": 0, "candidates": 0, "in_flight": 0, "started": time.time()}
+        self.lock = threading.Lock()
+        self.inflight = Inflight(workers=max(64, max_batch))
+        # this machine, or a Ray cluster's benchmark nodes (connected now: a wrong address is
+        # told at start, not at the first reward)
+        self.executor = executor_for(ray_address) if ray_address else evaluate_many
+
+    @contextlib.contextmanager
+    def evaluating(self, n: int):
+        """A request's n candidates counted while they are evaluated; the host's fault a 503
+        (no reward: the client retries elsewhere), the task's at the size asked a 400."""
+        with self.lock:
+            self.state["in_flight"] += n
+        try:
+            yield
+        except HostError as exc:
+            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
+        except TaskError as exc:  # (a reference too slow at that size)
+            raise HTTPException(400, str(exc)) from None
+        finally:
+            with self.lock:
+                self.state["in_flight"] -= n
+                self.state["requests"] += 1
+                self.state["candidates"] += n
+
+
+def _token_checks(token: str | None):
+    """The two ways a route may ask for the token (no check at all when it is None): the bearer
+    token, and the bearer token or HTTP basic auth's password."""
     bearer = HTTPBearer(auto_error=False)
-    known = set(allow_tasks or builtin_names() + builtin_gpu_names())
-    state = {"requests": 0, "candidates": 0, "in_flight": 0, "started": time.time()}
-    lock = threading.Lock()
-    inflight = Inflight(workers=max(64, max_batch))
-    # this machine, or a Ray cluster's benchmark nodes (connected now: a wrong address is
-    # told at start, not at the first reward)
-    executor = executor_for(ray_address) if ray_address else evaluate_many
 
     def authorized(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
@@ -235,17 +276,19 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             raise HTTPException(401, "missing or wrong token (bearer, or basic auth's "
                                 "password)", headers={"WWW-Authenticate": "Bearer"})
 
-    app.add_middleware(BodyGuard, max_body=max_body, idle=idle_timeout, deadline=request_timeout)
+    return authorized, authorized_or_basic
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request, exc: RequestValidationError) -> Response:
-        # FastAPI's own answer echoes the input as UTF-8 and fails (a 500) on a lone surrogate
-        # ("\ud800", valid JSON): escaped to ASCII, any input can be echoed
-        detail = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
-        return Response(detail, status_code=422, media_type="application/json")
 
-    from .machine import fingerprint
-    machine = fingerprint()["id"]  # measured now, not while /health must answer at once
+async def _invalid(request, exc: RequestValidationError) -> Response:
+    # FastAPI's own answer echoes the input as UTF-8 and fails (a 500) on a lone surrogate
+    # ("\ud800", valid JSON): escaped to ASCII, any input can be echoed
+    detail = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
+    return Response(detail, status_code=422, media_type="application/json")
+
+
+def _add_info_routes(app: FastAPI, service: _Service, machine: str, authorized) -> None:
+    """GET /health and GET /tasks."""
+    state, inflight = service.state, service.inflight
 
     @app.get("/health")
     async def health() -> dict[str, Any]:  # on the event loop: no worker thread needed
@@ -254,35 +297,22 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                                                              ("requests", "candidates",
                                                               "in_flight")},
                 "evaluations_started": inflight.started,
-                "evaluations_cancelled": inflight.cancelled, "ray_address": ray_address}
+                "evaluations_cancelled": inflight.cancelled, "ray_address": service.ray_address}
 
     @app.get("/tasks", dependencies=[Depends(authorized)])
     def tasks() -> list[dict[str, Any]]:
         out = []
-        for name in sorted(known):
+        for name in sorted(service.known):
             t = get_task(name)
             out.append({"name": t.name, "kind": t.kind, "entry": t.entry,
                         "default_size": t.default_size, "language": t.language,
                         "answer_start": answer_start(t)})
         return out
 
-    @contextlib.contextmanager
-    def evaluating(n: int):
-        """A request's n candidates counted while they are evaluated; the host's fault a 503
-        (no reward: the client retries elsewhere), the task's at the size asked a 400."""
-        with lock:
-            state["in_flight"] += n
-        try:
-            yield
-        except HostError as exc:
-            raise HTTPException(503, f"this reward host cannot evaluate: {exc}") from None
-        except TaskError as exc:  # (a reference too slow at that size)
-            raise HTTPException(400, str(exc)) from None
-        finally:
-            with lock:
-                state["in_flight"] -= n
-                state["requests"] += 1
-                state["candidates"] += n
+
+def _add_evaluate_route(app: FastAPI, service: _Service, authorized) -> None:
+    """POST /evaluate."""
+    max_batch = service.max_batch
 
     @app.post("/evaluate", response_model=EvaluateResponse, dependencies=[Depends(authorized)],
               responses={400: {"description": "unknown task or bad size"},
@@ -295,37 +325,13 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
             raise HTTPException(422, f"{len(body.candidates)} candidates: the limit is "
                                 f"{max_batch} per request")
         started = time.monotonic()
-        requests = []
-        for i, c in enumerate(body.candidates):
-            if c.task not in known:
-                raise HTTPException(400, f"candidate {i}: unknown task {c.task!r}")
-            task = get_task(c.task)
-            if c.size is not None and not c.size.strip():
-                raise HTTPException(400, f"candidate {i}: size is empty: give e.g. '256' or "
-                                    "'M=..,N=..,K=..', or leave it out for the default size")
-            try:
-                size = parse_size(c.size, task) if c.size else None
-            except (TaskError, ValueError, OverflowError) as exc:
-                raise HTTPException(400, f"candidate {i}: {exc}") from None
-            timing = {k: v for k, v in (("min_samples", body.min_samples),
-                                        ("max_samples", body.max_samples)) if v is not None}
-            if timing.get("min_samples", 1) > timing.get("max_samples", 1000):
-                raise HTTPException(400, "min_samples is larger than max_samples")
-            config = EvalConfig(opt=body.opt, stage=c.stage, use_cache=body.use_cache, **timing)
-            code = c.code
-            if c.opened:
-                opening = answer_start(task)
-                if opening is None:
-                    raise HTTPException(400, f"candidate {i}: task {c.task!r} has no opening "
-                                        "(answer_start); send the whole answer, opened false")
-                code = full_answer(opening, closed(code))
-            requests.append(EvalRequest(task, code, size, config, tag=i))
+        requests = _eval_requests(body, service.known)
         for members in _groups(body.candidates).values():
             if len({body.candidates[i].opened for i in members}) > 1:
                 raise HTTPException(400, "a group mixes opened and whole answers: its rewards "
                                     "would not compare; give them different groups")
-        with evaluating(len(requests)), bounded(reward_wait()):
-            outcomes = executor(requests)
+        with service.evaluating(len(requests)), bounded(reward_wait()):
+            outcomes = service.executor(requests)
         if failed := [o for o in outcomes if o.status.value == "HOST_ERROR"]:  # no reward
             raise HTTPException(503, f"this reward host cannot evaluate: {failed[0].message}")
         rewards = [0.0] * len(outcomes)
@@ -338,6 +344,42 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
                                                 outcome=o.to_dict())
                                          for r, o in zip(rewards, outcomes)],
                                 elapsed=time.monotonic() - started)
+
+
+def _eval_requests(body: EvaluateRequest, known: set[str]) -> list[EvalRequest]:
+    """An evaluation request for each candidate, in order; a 400 for the first that names an
+    unknown task, a bad size or timing, or an opening its task does not have."""
+    requests = []
+    for i, c in enumerate(body.candidates):
+        if c.task not in known:
+            raise HTTPException(400, f"candidate {i}: unknown task {c.task!r}")
+        task = get_task(c.task)
+        if c.size is not None and not c.size.strip():
+            raise HTTPException(400, f"candidate {i}: size is empty: give e.g. '256' or "
+                                "'M=..,N=..,K=..', or leave it out for the default size")
+        try:
+            size = parse_size(c.size, task) if c.size else None
+        except (TaskError, ValueError, OverflowError) as exc:
+            raise HTTPException(400, f"candidate {i}: {exc}") from None
+        timing = {k: v for k, v in (("min_samples", body.min_samples),
+                                    ("max_samples", body.max_samples)) if v is not None}
+        if timing.get("min_samples", 1) > timing.get("max_samples", 1000):
+            raise HTTPException(400, "min_samples is larger than max_samples")
+        config = EvalConfig(opt=body.opt, stage=c.stage, use_cache=body.use_cache, **timing)
+        code = c.code
+        if c.opened:
+            opening = answer_start(task)
+            if opening is None:
+                raise HTTPException(400, f"candidate {i}: task {c.task!r} has no opening "
+                                    "(answer_start); send the whole answer, opened false")
+            code = full_answer(opening, closed(code))
+        requests.append(EvalRequest(task, code, size, config, tag=i))
+    return requests
+
+
+def _add_openrlhf_route(app: FastAPI, service: _Service, authorized_or_basic) -> None:
+    """POST /openrlhf."""
+    max_batch = service.max_batch
 
     @app.post("/openrlhf", response_model=OpenRLHFResponse,
               dependencies=[Depends(authorized_or_basic)],
@@ -363,15 +405,13 @@ def create_app(token: str | None, max_batch: int = 64, max_body: int = 4 << 20,
         key = content_key("openrlhf", reward, body.query, body.prompts, body.labels)
 
         def work(cancel: threading.Event) -> OpenRLHFResponse:
-            with evaluating(len(body.query)):
-                return score_rollouts(body, reward, known, cancel, executor)
+            with service.evaluating(len(body.query)):
+                return score_rollouts(body, reward, service.known, cancel, service.executor)
 
         try:
-            return await inflight.run(key, work, request.is_disconnected)
+            return await service.inflight.run(key, work, request.is_disconnected)
         except CallerGone:  # nobody reads this answer
             return Response(status_code=499)
-
-    return app
 
 
 def _groups(candidates: list[Candidate]) -> dict[str, list[int]]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional
 
 import typer
@@ -106,37 +107,50 @@ def train_grpo(
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
 ) -> None:
     """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
+    flags = SimpleNamespace(**locals())  # every option above, by name (nothing else is bound yet)
     _train_extra()
     from ..train import grpo
-    if reward not in SCHEMES:
-        raise UserError(f"reward scheme {reward!r} is not one of {', '.join(SCHEMES)}")
-    from ..cpuinfo import BF16_CHOICES
-    if bf16 not in BF16_CHOICES:
-        raise UserError(f"--bf16 {bf16!r} is not one of {', '.join(BF16_CHOICES)}")
-    if engine is None and server_url:
-        engine = "server"
-    if engine is None:
-        from ..engine.openvino import available
-        engine = ("openvino" if available() and mode == "fixed" and vllm is None
-                  and model_path is None else "transformers")
-    settings = grpo.GRPOSettings(
-        model_path=str(model_path) if model_path else None, task=task, mode=mode, output_dir=str(output_dir),
-        steps=steps, G=g, groups_per_step=groups_per_step, fixed_prompts=fixed_prompts,
-        learning_rate=lr, beta=beta, epsilon=epsilon, loss_type=loss_type,
-        max_completion_length=max_completion_length, temperature=temperature, top_k=top_k,
-        top_p=top_p, min_p=min_p, reward=reward, opt=opt, stage=stage, lora=lora, lora_r=lora_r, lora_alpha=lora_alpha,
-        lora_dropout=lora_dropout, lora_targets=tuple(lora_targets.split(",")), vllm=vllm,
-        vllm_server_url=vllm_server_url, engine=engine, server_url=server_url,
-        save_steps=save_steps,
-        templates=str(templates) if templates else None, sizes=sizes, prompt_op=prompt_op,
-        answer_start=(model_path is None and mode == "fixed") if answer_start is None
-        else answer_start, turns=turns, turn_return=turn_return, gamma=gamma, bf16=bf16,
-        micro_batch=micro_batch, ray_address=ray_address, shared_prefix=shared_prefix,
-        group_timing=group_timing, gradient_checkpointing=gradient_checkpointing)
-    run = grpo.train(settings, resume=resume)
+    run = grpo.train(_grpo_settings(flags), resume=resume)
     last = run.reward.step_stats[-1] if run.reward.step_stats else {}
     console.print(f"trained {len(run.reward.step_stats)} steps; last step: {last}; model in "
                   f"{output_dir}/final, log in {output_dir}/train_log.jsonl", highlight=False)
+
+
+def _grpo_settings(flags: SimpleNamespace):
+    """The GRPO run `train grpo`'s options ask for: the choices checked, and the defaults that
+    depend on other options (engine, answer_start) resolved."""
+    from ..train import grpo
+    if flags.reward not in SCHEMES:
+        raise UserError(f"reward scheme {flags.reward!r} is not one of {', '.join(SCHEMES)}")
+    from ..cpuinfo import BF16_CHOICES
+    if flags.bf16 not in BF16_CHOICES:
+        raise UserError(f"--bf16 {flags.bf16!r} is not one of {', '.join(BF16_CHOICES)}")
+    engine = flags.engine
+    if engine is None and flags.server_url:
+        engine = "server"
+    if engine is None:
+        from ..engine.openvino import available
+        engine = ("openvino" if available() and flags.mode == "fixed" and flags.vllm is None
+                  and flags.model_path is None else "transformers")
+    model_path, mode, answer_start = flags.model_path, flags.mode, flags.answer_start
+    return grpo.GRPOSettings(
+        model_path=str(model_path) if model_path else None, task=flags.task, mode=mode,
+        output_dir=str(flags.output_dir), steps=flags.steps, G=flags.g,
+        groups_per_step=flags.groups_per_step, fixed_prompts=flags.fixed_prompts,
+        learning_rate=flags.lr, beta=flags.beta, epsilon=flags.epsilon,
+        loss_type=flags.loss_type, max_completion_length=flags.max_completion_length,
+        temperature=flags.temperature, top_k=flags.top_k, top_p=flags.top_p, min_p=flags.min_p,
+        reward=flags.reward, opt=flags.opt, stage=flags.stage, lora=flags.lora,
+        lora_r=flags.lora_r, lora_alpha=flags.lora_alpha, lora_dropout=flags.lora_dropout,
+        lora_targets=tuple(flags.lora_targets.split(",")), vllm=flags.vllm,
+        vllm_server_url=flags.vllm_server_url, engine=engine, server_url=flags.server_url,
+        save_steps=flags.save_steps, templates=str(flags.templates) if flags.templates else None,
+        sizes=flags.sizes, prompt_op=flags.prompt_op,
+        answer_start=(model_path is None and mode == "fixed") if answer_start is None
+        else answer_start, turns=flags.turns, turn_return=flags.turn_return, gamma=flags.gamma,
+        bf16=flags.bf16, micro_batch=flags.micro_batch, ray_address=flags.ray_address,
+        shared_prefix=flags.shared_prefix, group_timing=flags.group_timing,
+        gradient_checkpointing=flags.gradient_checkpointing)
 
 
 @train_app.command("sft")

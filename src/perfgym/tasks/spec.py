@@ -367,55 +367,106 @@ def _structs(raw: Any, where: Path) -> dict[str, tuple[tuple[str, str], ...]]:
 
 
 def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) -> Task:
+    # The sections are checked in this order, so a spec with several faults is always told
+    # the same first one.
     name = _need(raw, "name", where)
+    language = _language(raw, where)
+    structs = _structs(raw.get("structs", {}), where)
+    signature = _signature(raw, where, language, structs)
+    arrays = {aname: _array(aname, a, where, structs)
+              for aname, a in _need(raw, "arrays", where, dict).items()}
+    default, train, heldout = _sizes(_need(raw, "sizes", where, dict), where)
+    size_names = set(default)
+    scalars = raw.get("scalars", {})
+    if not isinstance(scalars, dict):
+        raise TaskError(f"{where}: field 'scalars' must be a table of numbers")
+    _check_parameters(signature, arrays, scalars, size_names, where)
+    returns = _returns(raw, where, signature, arrays)
+    flops, nbytes = _formulas(raw, where, arrays, default)
+    reference = _reference(raw, where, directory, arrays, size_names | set(scalars))
+    generator = _opt(raw, "inputs", where, str, None)
+    if generator is not None:
+        if not (directory / generator).is_file():
+            raise TaskError(f"{where}: field 'inputs' names {generator!r}, which does not exist")
+        _check_module(directory / generator, "make_inputs", where, "inputs")
+    mode, require, scale, rtol, atol, forbidden = _judging(raw, where)
+    baseline = _source(raw, "baseline", True, directory, where)
+    expert = _source(raw, "expert", False, directory, where)
+    spec_hash = _spec_hash(raw_bytes, baseline, directory, raw, reference)
+    return Task(
+        name=name, directory=directory, language=language, kind=_opt(raw, "kind", where, str, ""),
+        description=_opt(raw, "description", where, str, "").strip(), signature=signature,
+        arrays=arrays,
+        flops=flops, bytes=nbytes, reference=reference, default_size=dict(default),
+        train_sizes=[dict(s) for s in train], heldout_sizes=[dict(s) for s in heldout],
+        verify_mode=mode, rtol=float(rtol), atol=float(atol), baseline=baseline, expert=expert,
+        forbidden_calls=tuple(forbidden), generator=generator,
+        spec_hash=spec_hash, tolerance_scale=scale, returns=returns, structs=structs,
+        scalars={k: float(v) for k, v in scalars.items()}, require=tuple(require))
+
+
+def _language(raw: dict[str, Any], where: Path) -> str:
+    """The task's language: one whose backend reads task directories (task.toml)."""
     language = _opt(raw, "language", where, str, "c")
     from ..backends import REGISTRY, backend
     if language not in REGISTRY or backend(language).task_format != "toml":
         toml_languages = [k for k in sorted(REGISTRY) if backend(k).task_format == "toml"]
         raise TaskError(f"{where}: field 'language' is {language!r}; a task directory's "
                         f"language is one of {', '.join(toml_languages)}")
-    structs = _structs(raw.get("structs", {}), where)
+    return language
+
+
+def _signature(raw: dict[str, Any], where: Path, language: str,
+               structs: dict[str, tuple[tuple[str, str], ...]]) -> Signature:
+    """The `entry` declaration, parsed and accepted by the language's backend."""
+    from ..backends import backend
     try:
         signature = parse_signature(_need(raw, "entry", where), frozenset(structs))
     except SignatureError as exc:
         raise TaskError(f"{where}: field 'entry': {exc}") from None
     if problem := backend(language).signature_problem(signature):
         raise TaskError(f"{where}: field 'entry': {problem}")
+    return signature
 
-    arrays = {}
-    for aname, a in _need(raw, "arrays", where, dict).items():
-        field_name = f"arrays.{aname}"
-        if not isinstance(a, dict) or "shape" not in a:
-            raise TaskError(f"{where}: field '{field_name}.shape' is missing")
-        shape = _opt(a, "shape", where, list, [], f"{field_name}.shape")
-        if any(isinstance(d, bool) or not isinstance(d, (str, int)) for d in shape):
-            raise TaskError(f"{where}: field '{field_name}.shape' must list sizes or formulas, "
-                            "such as [\"M\", \"N + 2\", 3]")
-        role = _opt(a, "role", where, str, "in", f"{field_name}.role")
-        if role not in ("in", "out", "inout"):
-            raise TaskError(f"{where}: field '{field_name}.role' must be 'in', 'out' or 'inout'")
-        dtype = _opt(a, "dtype", where, str, "float64", f"{field_name}.dtype")
-        if dtype not in set(C_TYPES.values()) and dtype not in structs:
-            raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported "
-                            "(a NumPy number type, or a struct of the [structs] table)")
-        perturb = _opt(a, "perturb", where, (str, bool), "element", f"{field_name}.perturb")
-        perturb = {True: "element", False: "none"}.get(perturb, perturb)
-        if perturb not in PERTURB_MODES:
-            raise TaskError(f"{where}: field '{field_name}.perturb' must be one of "
-                            f"{', '.join(PERTURB_MODES)}")
-        init = _opt(a, "init", where, str, "garbage", f"{field_name}.init")
-        for bound in ("low", "high"):
-            _opt(a, bound, where, (int, float, str), 0, f"{field_name}.{bound}")
-        if init not in ("garbage", "zero") or (init != "garbage" and role != "out"):
-            raise TaskError(f"{where}: field '{field_name}.init' must be 'garbage' or 'zero', "
-                            "and only outputs have one")
-        arrays[aname] = ArraySpec(
-            name=aname, shape=tuple(str(d) for d in shape), dtype=dtype, role=role,
-            low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)),
-            perturb="none" if dtype in structs else perturb, init=init,
-            fields=structs.get(dtype, ()))
 
-    sizes = _need(raw, "sizes", where, dict)
+def _array(aname: str, a: Any, where: Path,
+           structs: dict[str, tuple[tuple[str, str], ...]]) -> ArraySpec:
+    """One [arrays.NAME] table: its shape, role, dtype, perturbation, initial value and bounds."""
+    field_name = f"arrays.{aname}"
+    if not isinstance(a, dict) or "shape" not in a:
+        raise TaskError(f"{where}: field '{field_name}.shape' is missing")
+    shape = _opt(a, "shape", where, list, [], f"{field_name}.shape")
+    if any(isinstance(d, bool) or not isinstance(d, (str, int)) for d in shape):
+        raise TaskError(f"{where}: field '{field_name}.shape' must list sizes or formulas, "
+                        "such as [\"M\", \"N + 2\", 3]")
+    role = _opt(a, "role", where, str, "in", f"{field_name}.role")
+    if role not in ("in", "out", "inout"):
+        raise TaskError(f"{where}: field '{field_name}.role' must be 'in', 'out' or 'inout'")
+    dtype = _opt(a, "dtype", where, str, "float64", f"{field_name}.dtype")
+    if dtype not in set(C_TYPES.values()) and dtype not in structs:
+        raise TaskError(f"{where}: field '{field_name}.dtype' {dtype!r} is not supported "
+                        "(a NumPy number type, or a struct of the [structs] table)")
+    perturb = _opt(a, "perturb", where, (str, bool), "element", f"{field_name}.perturb")
+    perturb = {True: "element", False: "none"}.get(perturb, perturb)
+    if perturb not in PERTURB_MODES:
+        raise TaskError(f"{where}: field '{field_name}.perturb' must be one of "
+                        f"{', '.join(PERTURB_MODES)}")
+    init = _opt(a, "init", where, str, "garbage", f"{field_name}.init")
+    for bound in ("low", "high"):
+        _opt(a, bound, where, (int, float, str), 0, f"{field_name}.{bound}")
+    if init not in ("garbage", "zero") or (init != "garbage" and role != "out"):
+        raise TaskError(f"{where}: field '{field_name}.init' must be 'garbage' or 'zero', "
+                        "and only outputs have one")
+    return ArraySpec(
+        name=aname, shape=tuple(str(d) for d in shape), dtype=dtype, role=role,
+        low=str(a.get("low", -1.0)), high=str(a.get("high", 1.0)),
+        perturb="none" if dtype in structs else perturb, init=init,
+        fields=structs.get(dtype, ()))
+
+
+def _sizes(sizes: dict[str, Any], where: Path) -> tuple[dict[str, int], list, list]:
+    """The [sizes] table: the default size, and the train and held-out sizes, each naming
+    exactly the default's sizes."""
     default = _size_table(_need(sizes, "default", where, dict), where, "sizes.default")
     train = _opt(sizes, "train", where, list, [default], "sizes.train")
     heldout = _opt(sizes, "heldout", where, list, [], "sizes.heldout")
@@ -425,12 +476,13 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
             if not isinstance(s, dict) or set(s) != set(default):
                 raise TaskError(f"{where}: field 'sizes.{label}' entry {s!r} must name exactly "
                                 f"{', '.join(default)}")
-    size_names = set(default)
+    return default, train, heldout
 
-    scalars = raw.get("scalars", {})
-    if not isinstance(scalars, dict):
-        raise TaskError(f"{where}: field 'scalars' must be a table of numbers")
-    # Every entry parameter must be an array of the spec, a size or a floating-point scalar.
+
+def _check_parameters(signature: Signature, arrays: dict[str, ArraySpec],
+                      scalars: dict[str, Any], size_names: set[str], where: Path) -> None:
+    """Every entry parameter must be an array of the spec, a size or a floating-point scalar,
+    and every [scalars] value a floating-point parameter."""
     for p in signature.params:
         if p.array:
             if p.name not in arrays:
@@ -461,7 +513,12 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
     if stray := sorted(set(scalars) - floating):
         raise TaskError(f"{where}: field 'scalars.{stray[0]}' is not a floating-point "
                         "parameter of the entry")
-    # A value the entry returns is an output of one element named by `returns`.
+
+
+def _returns(raw: dict[str, Any], where: Path, signature: Signature,
+             arrays: dict[str, ArraySpec]) -> str | None:
+    """The output of one element that holds the value the entry returns (`returns`), or None
+    for a void entry; then every array must be a parameter of the entry or that output."""
     returns = _opt(raw, "returns", where, str, None)
     if (signature.ret == "void") != (returns is None):
         raise TaskError(f"{where}: field 'returns' names the output that holds the entry's "
@@ -475,7 +532,13 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
     for aname in arrays:
         if aname not in {p.name for p in signature.params if p.array} and aname != returns:
             raise TaskError(f"{where}: field 'arrays.{aname}' is not a parameter of the entry")
+    return returns
 
+
+def _formulas(raw: dict[str, Any], where: Path, arrays: dict[str, ArraySpec],
+              default: dict[str, int]) -> tuple[str, str]:
+    """The `flops` and `bytes` formulas; they, and every array's shape and bounds, must
+    evaluate at the default size."""
     flops = str(_need(raw, "flops", where, (str, int)))
     nbytes = str(_need(raw, "bytes", where, (str, int)))
     for label, formula in (("flops", flops), ("bytes", nbytes)):
@@ -489,7 +552,13 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
                 [evaluate_formula(f, default) for f in formulas]
             except (FormulaError, ArithmeticError) as exc:
                 raise TaskError(f"{where}: field 'arrays.{a.name}.{label}': {exc}") from None
+    return flops, nbytes
 
+
+def _reference(raw: dict[str, Any], where: Path, directory: Path, arrays: dict[str, ArraySpec],
+               names: set[str]) -> str:
+    """The `reference`: a module of the task directory, or a NumPy expression over the inputs
+    and `names` (the sizes and scalars)."""
     reference = _need(raw, "reference", where)
     if reference.endswith(".py"):
         if not (directory / reference).is_file():
@@ -498,27 +567,17 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
         _check_module(directory / reference, "reference", where, "reference")
     else:
         _check_reference(reference, where, {a.name for a in arrays.values() if a.role != "out"}
-                         | size_names | set(scalars))
-    generator = _opt(raw, "inputs", where, str, None)
-    if generator is not None:
-        if not (directory / generator).is_file():
-            raise TaskError(f"{where}: field 'inputs' names {generator!r}, which does not exist")
-        _check_module(directory / generator, "make_inputs", where, "inputs")
+                         | names)
+    return reference
+
+
+def _judging(raw: dict[str, Any], where: Path) -> tuple[str, list, str, Any, Any, list]:
+    """How an answer is judged: the [verify] mode, tolerance scale and tolerances, the
+    techniques a kernel must use and the calls it must not make."""
     verify = _opt(raw, "verify", where, dict, {})
     mode = _opt(verify, "mode", where, str, "full", "verify.mode")
     if mode not in VERIFY_MODES:
         raise TaskError(f"{where}: field 'verify.mode' must be one of {', '.join(VERIFY_MODES)}")
-
-    def source(key: str, required: bool) -> Path | None:
-        if key not in raw:
-            if required:
-                raise TaskError(f"{where}: missing field '{key}'")
-            return None
-        path = directory / _opt(raw, key, where, str, "")
-        if not path.is_file():
-            raise TaskError(f"{where}: field '{key}' names {raw[key]!r}, which does not exist")
-        return path
-
     from ..checks.stages import TECHNIQUES
     require = raw.get("require", [])
     if not isinstance(require, list) or any(t not in TECHNIQUES for t in require):
@@ -535,21 +594,28 @@ def _build(directory: Path, where: Path, raw: dict[str, Any], raw_bytes: bytes) 
                         "such as [\"cblas_dgemm\"]")
     if scale not in ("element", "array"):
         raise TaskError(f"{where}: field 'verify.scale' must be 'element' or 'array'")
-    baseline = source("baseline", True)
-    expert = source("expert", False)
+    return mode, require, scale, rtol, atol, forbidden
+
+
+def _source(raw: dict[str, Any], key: str, required: bool, directory: Path,
+            where: Path) -> Path | None:
+    """The file a source field (`baseline`, `expert`) names in the task directory."""
+    if key not in raw:
+        if required:
+            raise TaskError(f"{where}: missing field '{key}'")
+        return None
+    path = directory / _opt(raw, key, where, str, "")
+    if not path.is_file():
+        raise TaskError(f"{where}: field '{key}' names {raw[key]!r}, which does not exist")
+    return path
+
+
+def _spec_hash(raw_bytes: bytes, baseline: Path, directory: Path, raw: dict[str, Any],
+               reference: str) -> str:
+    """The task's identity: task.toml and every file it names that defines what is judged."""
     digest = hashlib.sha256(raw_bytes)
     digest.update(baseline.read_bytes())  # the baseline defines speedup, so it is part of the task
     for extra in (raw.get("inputs"), reference if reference.endswith(".py") else None):
         if extra:
             digest.update((directory / str(extra)).read_bytes())
-    return Task(
-        name=name, directory=directory, language=language, kind=_opt(raw, "kind", where, str, ""),
-        description=_opt(raw, "description", where, str, "").strip(), signature=signature,
-        arrays=arrays,
-        flops=flops, bytes=nbytes, reference=reference, default_size=dict(default),
-        train_sizes=[dict(s) for s in train], heldout_sizes=[dict(s) for s in heldout],
-        verify_mode=mode, rtol=float(rtol), atol=float(atol), baseline=baseline, expert=expert,
-        forbidden_calls=tuple(forbidden), generator=generator,
-        spec_hash=digest.hexdigest()[:16], tolerance_scale=scale, returns=returns,
-        structs=structs,
-        scalars={k: float(v) for k, v in scalars.items()}, require=tuple(require))
+    return digest.hexdigest()[:16]

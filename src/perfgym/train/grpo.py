@@ -410,8 +410,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     """Everything TRL needs, wired to perfgym. `model`/`tokenizer` may be passed in (tests)."""
     import trl
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     if trl.__version__ != TESTED_TRL:
         import warnings
@@ -426,12 +425,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     store.set_config({"kind": "grpo", **{k: v for k, v in asdict(settings).items()
                                          if k != "eval_overrides"},
                       "bf16_used": use_bf16(settings.bf16)})  # ("auto" resolved here)
-    if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(settings.model_path)
-    if model is None:
-        model = AutoModelForCausalLM.from_pretrained(settings.model_path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    model, tokenizer = _model_and_tokenizer(settings, model, tokenizer)
     eval_config = EvalConfig(opt=settings.opt, **settings.eval_overrides)
     from ..machine import machine_info
     machine = machine_info()
@@ -439,11 +433,7 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     batch = settings.groups_per_step * settings.G
     rows = max(settings.steps, 1) * settings.groups_per_step
     size_set = task.sizes(settings.sizes) if settings.sizes else None
-    executor = evaluate_many
-    if settings.ray_address:
-        from ..executors.ray_executor import RayExecutor
-        executor = RayExecutor(None if settings.ray_address == "auto" else
-                               settings.ray_address).evaluate_many
+    executor = _executor(settings)
     reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage,
                            size_set, executor=executor, group_timing=settings.group_timing)
     rollout = None
@@ -453,53 +443,108 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
         if settings.engine in ("openvino", "server"):  # rollouts generated in one call
-            if settings.engine == "openvino":
-                from ..models import shipped_gguf
-                template, make_engine = str(shipped_gguf()), None  # (the fast CPU engine)
-            else:  # a server loads checkpoints: no GGUF template
-                from functools import partial
-
-                from .server_engine import ServerEngine
-                template = ""
-                make_engine = partial(ServerEngine, settings.server_url,
-                                      out / "server-weights", model.config, tokenizer)
-            stop = STOP if settings.answer_start else ()
-            if settings.turns > 1:
-                from .multiturn import MultiTurnRollout
-                templates = Path(settings.templates) if settings.templates else None
-                users = {t.name: task_prompt(t, settings.prompt_op, settings.stage, machine,
-                                             eval_config, templates)
-                         for t, _ in reward.prompts.values()}
-                rollout = MultiTurnRollout(
-                    template, settings.G, settings.max_completion_length,
-                    settings.temperature, settings.top_k, settings.top_p, settings.min_p,
-                    settings.seed, stop, settings.turns, settings.turn_return, settings.gamma,
-                    settings.reward, reward.prompts, users, eval_config, store, machine,
-                    size_set, settings.stage, executor, make_engine)
-            else:
-                from .engine_rollout import EngineRollout
-                rollout = EngineRollout(template, settings.G, settings.max_completion_length,
-                                        settings.temperature, settings.top_k, settings.top_p,
-                                        settings.min_p, seed=settings.seed, stop=stop,
-                                        make_engine=make_engine)
+            rollout = _engine_rollout(settings, model, tokenizer, reward, store, machine,
+                                      eval_config, size_set, executor)
     else:
-        engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
-                        templates=Path(settings.templates) if settings.templates else None,
-                        sizes=size_set)
-        engine.executor = executor
-        pool = LivePool(engine, SQDConfig(iterations=10**9, G=settings.G,
-                                          ratios=settings.sqd_ratios, stages=settings.sqd_stages),
-                        G=settings.G)
-        rollout = SQDRollout(pool, settings.G, settings.max_completion_length,
-                             settings.temperature, settings.top_k, settings.top_p,
-                             settings.min_p)
+        rollout = _sqd_rollout(settings, task, store, machine, eval_config, size_set, executor)
         dataset = Dataset.from_list([{"prompt": "sqd"} for _ in range(rows)])
 
+    config = _grpo_config(settings, out, batch)
+    peft_config = _lora_config(settings)
+    trainer_class = GRPOTrainer
+    if settings.shared_prefix:
+        from .shared_prefix import shared_prefix_trainer
+        trainer_class = shared_prefix_trainer(GRPOTrainer)
+    trainer = trainer_class(model=model, reward_funcs=[reward], args=config,
+                          train_dataset=dataset, processing_class=tokenizer,
+                          peft_config=peft_config, rollout_func=rollout,
+                          callbacks=[JsonlLogger(out / "train_log.jsonl")])
+    return GRPORun(trainer, reward, rollout, store)
+
+
+def _model_and_tokenizer(settings: GRPOSettings, model: Any, tokenizer: Any) -> tuple[Any, Any]:
+    """The ones passed in, else loaded from settings.model_path; the tokenizer pads with its
+    end-of-sequence token when it has no padding token of its own."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(settings.model_path)
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(settings.model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _executor(settings: GRPOSettings) -> Callable[..., list[Outcome]]:
+    """Where completions are judged: this machine, or a Ray cluster's benchmark nodes."""
+    if settings.ray_address:
+        from ..executors.ray_executor import RayExecutor
+        return RayExecutor(None if settings.ray_address == "auto" else
+                           settings.ray_address).evaluate_many
+    return evaluate_many
+
+
+def _engine_rollout(settings: GRPOSettings, model: Any, tokenizer: Any, reward: PerfgymReward,
+                    store: RunStore, machine: dict[str, Any], eval_config: EvalConfig,
+                    size_set: list[dict[str, int]] | None, executor: Callable) -> Any:
+    """Fixed mode's rollout on the openvino or server engine: one turn per completion, or a
+    multi-turn conversation with the gym's feedback between turns."""
+    if settings.engine == "openvino":
+        from ..models import shipped_gguf
+        template, make_engine = str(shipped_gguf()), None  # (the fast CPU engine)
+    else:  # a server loads checkpoints: no GGUF template
+        from functools import partial
+
+        from .server_engine import ServerEngine
+        template = ""
+        make_engine = partial(ServerEngine, settings.server_url,
+                              Path(settings.output_dir) / "server-weights", model.config,
+                              tokenizer)
+    stop = STOP if settings.answer_start else ()
+    if settings.turns > 1:
+        from .multiturn import MultiTurnRollout
+        templates = Path(settings.templates) if settings.templates else None
+        users = {t.name: task_prompt(t, settings.prompt_op, settings.stage, machine,
+                                     eval_config, templates)
+                 for t, _ in reward.prompts.values()}
+        return MultiTurnRollout(
+            template, settings.G, settings.max_completion_length,
+            settings.temperature, settings.top_k, settings.top_p, settings.min_p,
+            settings.seed, stop, settings.turns, settings.turn_return, settings.gamma,
+            settings.reward, reward.prompts, users, eval_config, store, machine,
+            size_set, settings.stage, executor, make_engine)
+    from .engine_rollout import EngineRollout
+    return EngineRollout(template, settings.G, settings.max_completion_length,
+                         settings.temperature, settings.top_k, settings.top_p,
+                         settings.min_p, seed=settings.seed, stop=stop,
+                         make_engine=make_engine)
+
+
+def _sqd_rollout(settings: GRPOSettings, task: Task, store: RunStore, machine: dict[str, Any],
+                 eval_config: EvalConfig, size_set: list[dict[str, int]] | None,
+                 executor: Callable) -> SQDRollout:
+    """Sqd mode's rollout: prompts drawn from the live SQD pool (whose seed is benchmarked
+    now, through the engine)."""
+    engine = Engine(store, _NoPolicy(), task, eval_config, settings.reward, machine=machine,
+                    templates=Path(settings.templates) if settings.templates else None,
+                    sizes=size_set)
+    engine.executor = executor
+    pool = LivePool(engine, SQDConfig(iterations=10**9, G=settings.G,
+                                      ratios=settings.sqd_ratios, stages=settings.sqd_stages),
+                    G=settings.G)
+    return SQDRollout(pool, settings.G, settings.max_completion_length,
+                      settings.temperature, settings.top_k, settings.top_p,
+                      settings.min_p)
+
+
+def _grpo_config(settings: GRPOSettings, out: Path, batch: int) -> Any:
+    """TRL's GRPOConfig: the step's batch of `batch` completions, in micro-batches."""
+    from trl import GRPOConfig
     micro = settings.micro_batch or batch
     if batch % micro:
         raise ValueError(f"micro_batch {micro} does not divide the step's batch of {batch}")
     report_to = ["tensorboard"] if _has("tensorboard") else []
-    config = GRPOConfig(
+    return GRPOConfig(
         output_dir=str(out / "checkpoints"), max_steps=settings.steps,
         per_device_train_batch_size=micro, gradient_accumulation_steps=batch // micro,
         num_generations=settings.G, learning_rate=settings.learning_rate, beta=settings.beta,
@@ -513,22 +558,16 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
         shuffle_dataset=False, use_cpu=not _cuda(),
         gradient_checkpointing=settings.gradient_checkpointing, bf16=use_bf16(settings.bf16),
         disable_dropout=True)  # the model's own dropout too (see lora_dropout)
-    peft_config = None
-    if settings.lora:
-        from peft import LoraConfig
-        peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
-                                 lora_dropout=settings.lora_dropout,
-                                 target_modules=list(settings.lora_targets),
-                                 task_type="CAUSAL_LM")
-    trainer_class = GRPOTrainer
-    if settings.shared_prefix:
-        from .shared_prefix import shared_prefix_trainer
-        trainer_class = shared_prefix_trainer(GRPOTrainer)
-    trainer = trainer_class(model=model, reward_funcs=[reward], args=config,
-                          train_dataset=dataset, processing_class=tokenizer,
-                          peft_config=peft_config, rollout_func=rollout,
-                          callbacks=[JsonlLogger(out / "train_log.jsonl")])
-    return GRPORun(trainer, reward, rollout, store)
+
+
+def _lora_config(settings: GRPOSettings) -> Any:
+    """PEFT's LoraConfig when a LoRA adapter is trained, else None (all weights)."""
+    if not settings.lora:
+        return None
+    from peft import LoraConfig
+    return LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
+                      lora_dropout=settings.lora_dropout,
+                      target_modules=list(settings.lora_targets), task_type="CAUSAL_LM")
 
 
 def last_complete_checkpoint(directory: Path) -> Path | None:

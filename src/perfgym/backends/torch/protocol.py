@@ -183,21 +183,7 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
     pair = warm.take(key, config.torch_timeout) if warm else None
     taken = pair is not None  # (else, with a pool, the pair started here may join it)
     began = time.monotonic()
-    # pooled workers live through the batch: their sandbox's wall limit is the pool's
-    pooled_limits = dataclasses.replace(limits, wall_seconds=LIFETIME,
-                                        cpu_seconds=max(limits.cpu_seconds, 2 * LIFETIME))
-
-    def start(role: str, workdir: Path, files: dict, options: dict) -> Worker:
-        lim = pooled_limits if warm and role in ("problem", "reference") else limits
-        env = worker_env(config, workdir, device, py)
-        # in a batch every worker is forked from the batch's template, which has imported
-        # torch already (template.py): the candidate's and the replayer's for one session,
-        # the problem's and the reference's for the batch (one import where there were three)
-        template = warm.template(worker_env(config, Path("/"), device, py), py) \
-            if warm else None
-        return Worker(role, workdir, files, {"device": device, **options}, lim, py, env,
-                      deadline, template=template)
-
+    start = _starter(config, device, py, limits, warm, deadline)
     # the replayer's kernel checks: forked by the parent from the batch's "checks" template,
     # which has imported Triton's front end (template.py); elsewhere each check is a process
     # the replayer starts
@@ -257,22 +243,50 @@ def _one_session(task, code, config, audit, device, outcome, flags, warm: Pool |
         idle = pair is not None and pair.idle()
         return _died(ref, cand, str(exc), flags, outcome, ref_alive=idle)
     finally:
-        if idle is None:
-            idle = pair is not None and pair.idle()
-        kept = warm is not None and idle
-        if kept:
-            warm.give(key, pair)
-        workers = [w for w in (problem, ref, cand, replayer)
-                   if w is not None and not (kept and w in (problem, ref))]
-        for w in workers:  # all asked first: they end together
-            w.ask_to_quit()
-        for w in workers:
-            w.close()
-        if not config.extra.get("keep_workdir"):
-            for d in {*dirs, *(pair.dirs if pair else ())}:
-                if not (kept and d in pair.dirs):
-                    shutil.rmtree(d, ignore_errors=True)
+        _release(warm, key, pair, idle, (problem, ref), (cand, replayer), dirs, config)
     return timing, shrunk
+
+
+def _starter(config, device, py, limits, warm: Pool | None, deadline: float):
+    """The function that starts each worker of one session, all with the session's deadline."""
+    # pooled workers live through the batch: their sandbox's wall limit is the pool's
+    pooled_limits = dataclasses.replace(limits, wall_seconds=LIFETIME,
+                                        cpu_seconds=max(limits.cpu_seconds, 2 * LIFETIME))
+
+    def start(role: str, workdir: Path, files: dict, options: dict) -> Worker:
+        lim = pooled_limits if warm and role in ("problem", "reference") else limits
+        env = worker_env(config, workdir, device, py)
+        # in a batch every worker is forked from the batch's template, which has imported
+        # torch already (template.py): the candidate's and the replayer's for one session,
+        # the problem's and the reference's for the batch (one import where there were three)
+        template = warm.template(worker_env(config, Path("/"), device, py), py) \
+            if warm else None
+        return Worker(role, workdir, files, {"device": device, **options}, lim, py, env,
+                      deadline, template=template)
+
+    return start
+
+
+def _release(warm: Pool | None, key, pair: Pair | None, idle: bool | None,
+             pair_workers: tuple, own_workers: tuple, dirs: list[Path], config) -> None:
+    """The end of a session: the problem and reference workers (`pair_workers`) go back to the
+    warm pool when they answered a ping after it (`idle`: asked here if it is still None);
+    every other worker is ended, and every work directory not kept with the pair removed."""
+    if idle is None:
+        idle = pair is not None and pair.idle()
+    kept = warm is not None and idle
+    if kept:
+        warm.give(key, pair)
+    workers = [w for w in (*pair_workers, *own_workers)
+               if w is not None and not (kept and w in pair_workers)]
+    for w in workers:  # all asked first: they end together
+        w.ask_to_quit()
+    for w in workers:
+        w.close()
+    if not config.extra.get("keep_workdir"):
+        for d in {*dirs, *(pair.dirs if pair else ())}:
+            if not (kept and d in pair.dirs):
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def _replayer_ready(replayer: Worker) -> None:
