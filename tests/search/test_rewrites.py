@@ -24,9 +24,11 @@ def test_dgemm_sink_sum_is_the_ikj_order_and_omp_outer_threads_its_rows():
     assert "C[i*N+j]=0.0;" in flat
     assert "for(intk=0;k<K;k++)for(intj=0;j<N;j++)C[i*N+j]+=A[i*K+k]*B[k*N+j];" in flat
     threaded = rewrite(ikj, entry, "omp_outer")
-    # threads only past a work bound: the i-k-j nest's two inner loops add
-    assert squeeze(f"#pragma omp parallel for if(parallel: (long)(M) * ((N) + (K) * (N)) > "
-                   f"{MIN_PARALLEL_WORK})\n  for (int i = 0;") in squeeze(threaded)
+    assert squeeze("#pragma omp parallel for\n  for (int i = 0;") in squeeze(threaded)
+    # threads only past a work bound (the i-k-j nest's two inner loops add), else as it was
+    bound = f"if ((long)(M) * ((N) + (K) * (N)) > {MIN_PARALLEL_WORK})"
+    assert squeeze(bound) in squeeze(threaded)
+    assert squeeze(ikj.split("{", 1)[1].rsplit("}", 1)[0]) in squeeze(threaded)
     assert threaded.startswith("#include <omp.h>")
     assert rewrite(threaded, entry, "omp_outer") is None  # threads already
 
@@ -38,8 +40,8 @@ def test_a_reduction_gets_its_clause_and_a_scattered_write_no_pragma():
     made = rewrite(hist, entry, "omp_outer")
     # the zeroing loop is threaded; counts[data[i]]++ is not: two iterations may hit one bin
     assert made.count("#pragma omp parallel for") == 1
-    assert squeeze(f"#pragma omp parallel for if(parallel: (long)(BINS) > {MIN_PARALLEL_WORK})"
-                   "\nfor (int b = 0;") in squeeze(made)
+    assert squeeze("#pragma omp parallel for\nfor (int b = 0;") in squeeze(made)
+    assert squeeze(f"if ((long)(BINS) > {MIN_PARALLEL_WORK})") in squeeze(made)
 
 
 @pytest.mark.parametrize("code", [
@@ -105,9 +107,10 @@ def test_simd_inner_lets_a_sum_vectorize_and_threads_join_it_on_one_loop():
     lanes = rewrite(dot, entry, "simd_inner")
     assert "#pragma omp simd reduction(+:sum)" in lanes
     both = rewrite(lanes, entry, "omp_outer")
-    assert ("#pragma omp parallel for simd reduction(+:sum) if(parallel: (long)(N) > "
-            f"{MIN_PARALLEL_WORK})") in both
-    assert both.count("#pragma") == 1 and both.count("#include <omp.h>") == 1
+    assert "#pragma omp parallel for simd reduction(+:sum)" in both
+    # below the work bound, the loop as it was: lanes, no threads
+    assert both.count("#pragma omp simd reduction(+:sum)") == 1
+    assert both.count("#pragma") == 2 and both.count("#include <omp.h>") == 1
     assert rewrite(both, entry, "simd_inner") is None  # a pragma there already
 
 
@@ -121,7 +124,8 @@ def test_simd_inner_lets_a_sum_vectorize_and_threads_join_it_on_one_loop():
      " for (int j = 0; j < 4; j++) x[i * m + j] += 1; } }", "(n) * ((m) + (4))"),
 ])
 def test_threads_start_only_past_the_nest_s_work(code, bound):
-    assert f"if(parallel: (long){bound} > {MIN_PARALLEL_WORK})" in rewrite(code, "f", "omp_outer")
+    made = rewrite(code, "f", "omp_outer")
+    assert f"if ((long){bound} > {MIN_PARALLEL_WORK})" in made and "else" in made
 
 
 @pytest.mark.parametrize("code", [
@@ -136,34 +140,34 @@ def test_threads_start_only_past_the_nest_s_work(code, bound):
 ])
 def test_a_nest_whose_work_is_not_plain_threads_at_every_size(code):
     made = rewrite(code, "f", "omp_outer")
-    assert "#pragma omp parallel for" in made and "if(" not in made
+    assert "#pragma omp parallel for" in made and "else" not in made
 
 
-def test_the_work_bound_keeps_a_small_loop_on_one_thread_and_a_large_one_on_many(tmp_path):
-    """The clause as gcc runs it: which threads ran the loop, at a size under the bound and
-    one over it, with two threads asked for."""
+def test_the_work_bound_keeps_a_small_loop_out_of_the_runtime_and_a_large_one_threaded(tmp_path):
+    """The rewrite as gcc runs it: which threads ran the loop and whether the OpenMP runtime
+    was entered at all, at a size under the bound and one over it, with two threads asked
+    for. (The body is made to record its thread after the rewrite: a call is no loop the
+    rewrite threads.)"""
     import subprocess
-    made = rewrite("void f(int *who, int n) { for (int i = 0; i < n; i++) who[i] = 1; }",
+    made = rewrite("void f(int *who, int n) { for (int i = 0; i < n; i++) who[i] = -1; }",
                    "f", "omp_outer")
-    pragma = next(line.strip() for line in made.splitlines() if "pragma" in line)
-    (tmp_path / "t.c").write_text(f"""#include <omp.h>
+    made = made.replace("who[i] = -1", "who[i] = omp_in_parallel() ? omp_get_thread_num() : -1")
+    (tmp_path / "t.c").write_text(made + """
 #include <stdio.h>
 #include <stdlib.h>
-int main(int argc, char **argv) {{
-    int n = atoi(argv[1]), many = 0;
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]), threads = 0, serial = 0;
     int *who = calloc(n, sizeof(int));
-    {pragma}
-    for (int i = 0; i < n; i++) who[i] = omp_get_thread_num();
-    for (int i = 0; i < n; i++) many |= who[i] != 0;
-    printf("%d\\n", many);
+    f(who, n);
+    for (int i = 0; i < n; i++) { threads |= who[i] > 0; serial |= who[i] < 0; }
+    printf("%d %d\\n", threads, serial);
     return 0;
-}}""")
+}""")
     subprocess.run(["gcc", "-O2", "-fopenmp", "-o", tmp_path / "t", tmp_path / "t.c"],
                    check=True)
-    env = {"OMP_NUM_THREADS": "2", "OMP_DYNAMIC": "false"}
 
-    def other_threads_ran(n: int) -> bool:
-        out = subprocess.run([tmp_path / "t", str(n)], env=env, capture_output=True, text=True)
-        return out.stdout.strip() == "1"
-    assert not other_threads_ran(7)
-    assert other_threads_ran(4 * MIN_PARALLEL_WORK)
+    def run(n: int) -> str:
+        return subprocess.run([tmp_path / "t", str(n)], capture_output=True, text=True,
+                              env={"OMP_NUM_THREADS": "2", "OMP_DYNAMIC": "false"}).stdout
+    assert run(7).split() == ["0", "1"]  # one thread, outside any parallel region
+    assert run(4 * MIN_PARALLEL_WORK).split() == ["1", "0"]  # a team: thread 1 ran some

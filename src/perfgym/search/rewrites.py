@@ -296,50 +296,60 @@ def simd_inner(func) -> bool:
 
 
 def _parallelize(items: list) -> bool:
-    from pycparser import c_ast
     made, at = False, 0
     while at < len(items):
         loop = items[at]
-        if _kind(loop) == "For" and _kind(loop.init) == "DeclList":
+        before = items[at - 1] if at else None
+        simd = (before is not None and _kind(before) == "Pragma"
+                and before.string.startswith("omp simd"))  # one loop: threads and lanes
+        if (_kind(loop) == "For" and _kind(loop.init) == "DeclList"
+                and (before is None or _kind(before) != "Pragma" or simd)):
             clause = _parallel_clause(loop)
             if clause is not None:
-                clause += _work_clause(loop)
-            before = items[at - 1] if at else None
-            if clause is not None and before is not None and _kind(before) == "Pragma":
-                if before.string.startswith("omp simd"):  # one loop: threads and lanes
-                    before.string = "omp parallel for simd" + clause
-                    made = True
-            elif clause is not None:
-                items.insert(at, c_ast.Pragma("omp parallel for" + clause))
-                made, at = True, at + 1
+                start = at - 1 if simd else at
+                made_items = _versioned(loop, items[start:at + 1],
+                                        "omp parallel for" + " simd" * simd + clause)
+                items[start:at + 1] = made_items
+                made, at = True, start + len(made_items)
+                continue
         at += 1
     return made
 
 
-# Iterations of a loop nest's innermost body below which its threads are not started: waking
-# a team costs microseconds, and a dot product of 7 elements on two threads ran at 0.003x its
-# serial loop (first_search.json). The expert Jacobi uses 16384 points.
+# Iterations of a loop nest's bodies below which its threads are not started: waking a team
+# costs microseconds, and a dot product of 7 elements on two threads ran at 0.003x its serial
+# loop (first_search.json). The expert Jacobi uses 16384 points.
 MIN_PARALLEL_WORK = 1 << 15
 
 
-def _work_clause(loop) -> str:
-    """" if(parallel: (long)(M) * (N) > MIN_PARALLEL_WORK)": the iterations of the loop nest's
-    bodies, counted from the bounds the pragma can see (none that name a counter or local of
-    the nest), so a small size runs on one thread; "" where a count is not plain (an
-    underestimate would keep a large size on one thread)."""
-    work = _work(loop, {d.name for d in _walk_all(loop) if _kind(d) == "Decl"})
-    return f" if(parallel: (long){work} > {MIN_PARALLEL_WORK})" if work else ""
+def _versioned(loop, serial: list, pragma: str) -> list:
+    """The loop threaded under `pragma` when its work passes MIN_PARALLEL_WORK, else as it was
+    (`serial`: the loop and its simd pragma): `if (work > bound) {threaded} else {serial}`.
+    Not the pragma's own if clause: false, it still enters the OpenMP runtime (a team of
+    one), and a 5x5 transpose behind it ran at 0.14x naive. A nest whose work has no plain
+    count is threaded at every size (an underestimate would keep a large size on one
+    thread)."""
+    from pycparser import c_ast
+    own = {d.name for d in _walk_all(loop) if _kind(d) == "Decl"}
+    work = _work(loop, own)
+    serial_copy = copy.deepcopy(serial)
+    threaded = [c_ast.Pragma(pragma), loop]
+    if work is None:
+        return threaded
+    # the condition as C text: pycparser prints an ID's name as it is
+    condition = c_ast.ID(f"(long){work} > {MIN_PARALLEL_WORK}")
+    return [c_ast.If(condition, c_ast.Compound(threaded), c_ast.Compound(serial_copy))]
 
 
 def _work(loop, own: set[str]) -> str | None:
-    """The loop's trip count times the work of its body (loops side by side add), as C."""
+    """The loop's trip count times the work of its body (loops side by side add), as C, from
+    bounds the pragma can see (none that name a counter or local of the nest, in `own`)."""
     trips = _trip_count(loop)
     if trips is None or _names(trips) & own:
         return None
+    if any(_kind(n) in ("While", "DoWhile") for n in _walk_all(loop.stmt)):
+        return None
     body = []
-    for n in _walk_all(loop.stmt):  # the loops directly in the body (not nested in others)
-        if _kind(n) in ("While", "DoWhile"):
-            return None
     for n in _statements(loop.stmt):
         if _kind(n) == "For":
             body.append(_work(n, own))
