@@ -2,6 +2,7 @@
 when it is faster and right, the next round from it, and the budget's end."""
 import dataclasses
 import json
+import types
 
 import pytest
 
@@ -233,21 +234,54 @@ def test_the_model_s_answers_are_capped_near_the_parent_s_length(tmp_path, dgemm
     assert engine.sampling["max_tokens"] == 2048  # the cap is the round's steps', not the engine's
 
 
+def kernel(body: str) -> str:
+    return f"```c\nvoid transpose_optimized(double *A, double *B, int N, int M) {{ {body} }}\n```"
+
+
+def judged(store, rows):
+    """Candidates stored as judged: (completion, GB/s, speedup) each."""
+    ids = []
+    for i, (completion, gbps, speedup) in enumerate(rows):
+        cid = store.add_pending(f"s{i}", 1, None, None, "improve", "p", "prompt", completion)
+        store.complete(cid, {"status": "OK", "gflops": None, "gbps": gbps,
+                             "speedup": speedup}, 0.0)
+        ids.append(cid)
+    return [store.get(i) for i in ids]
+
+
+def bare_climb(task):
+    climb = Climb.__new__(Climb)
+    climb.config, climb.engine = ClimbConfig(), types.SimpleNamespace(task=task)  # its task alone
+    return climb
+
+
 def test_a_task_that_computes_nothing_is_ranked_by_its_bandwidth(tmp_path):
     """transpose moves data and has no GFLOP/s: ranked by GFLOP/s alone, every kernel tied
     and a climb's result was the naive one (a 1.33x threaded transpose was passed over)."""
     from perfgym.search.sqd import select
+    from perfgym.tasks import get_task
     store = RunStore(tmp_path / "run")
-    ids = []
-    for gbps, speedup in ((4.4, 1.0), (5.9, 1.33), (5.2, 1.18)):
-        cid = store.add_pending(f"s{gbps}", 1, None, None, "improve", "p", "prompt", "code")
-        store.complete(cid, {"status": "OK", "gflops": None, "gbps": gbps,
-                             "speedup": speedup}, 0.0)
-        ids.append(cid)
-    assert store.best().id == ids[1] and store.get(ids[1]).rate == 5.9
+    seed, fast, faster_not = judged(store, [(kernel("/* naive */"), 4.4, 1.0),
+                                            (kernel("/* threads */ B[0] = A[0];"), 5.9, 1.33),
+                                            (kernel("B[1] = A[1];"), 5.2, 1.18)])
+    assert store.best().id == fast.id and fast.rate == 5.9
     top, _, _ = select(store.candidates(), (0.4, 0.3, 0.3))
-    assert top[0].id == ids[1]
-    climb = Climb.__new__(Climb)
-    climb.config = ClimbConfig()
-    seed = store.get(ids[0])
-    assert climb.better_child(seed, [store.get(i) for i in ids[1:]]).id == ids[1]
+    assert top[0].id == fast.id
+    assert bare_climb(get_task("transpose")).better_child(seed, [fast, faster_not]).id == fast.id
+
+
+def test_the_parent_s_code_again_is_no_step_however_fast_it_was_timed(tmp_path):
+    """A coder's answer that is its parent with a comment and an include more, timed 26%
+    faster on noise, once became a jacobi2d climb's next parent."""
+    from perfgym.tasks import get_task
+    store = RunStore(tmp_path / "run")
+    body = ("for (int i = 0; i < N; i++)\n"
+            "  for (int j = 0; j < M; j++) B[j * N + i] = A[i * M + j];")
+    parent, again, other = judged(store, [
+        (kernel(body), 4.0, 1.74),
+        (kernel("// Changed the name to avoid conflicts\n" + body.replace("\n  ", " "))
+         .replace("```c\n", "```c\n#include <math.h>\n"), 5.0, 2.19),
+        (kernel(body.replace("j++", "j += 1")), 4.6, 1.95)])
+    climb = bare_climb(get_task("transpose"))
+    assert climb.better_child(parent, [again]) is None
+    assert climb.better_child(parent, [again, other]).id == other.id
