@@ -19,8 +19,9 @@ made new to the cache with a constant unless --cached):
 
 Each reports rollouts, in_flight, seconds, max_wait_s (the slowest rollout's reward, from its
 request to its answer), refused (neutral: no verdict, with a reason), failed (an exception or
-a non-number reached the trainer), none_rewards. The cluster rows send --cluster-rollouts
-evaluations to `perfgym serve` POST /evaluate (one per request, C in flight): 0 nodes is the
+a non-number reached the trainer), none_rewards and, for openrlhf and verifiers,
+refusal_reasons (each refusal's reason as the reward gave it, counted). The cluster rows send
+--cluster-rollouts evaluations to `perfgym serve` POST /evaluate (one per request, C in flight): 0 nodes is the
 service judging on this machine; 1 is `ray start --head` with the bench_node resource; 2 adds
 a second benchmark node on this machine (both share the machine's timing lane, so two local
 nodes show the routing and its cost, not speed). node_shares: each node's share of the
@@ -44,6 +45,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -145,7 +147,7 @@ def run_openrlhf(answers: list[str], c: int, env: dict) -> dict:
     prompt = "<|im_start|>user\nMake the dot kernel faster.<|im_end|>\n<|im_start|>assistant\n"
     with service(env) as url:
         client = SingleTurnAgentExecutor(url + "/openrlhf?reward=tiered")
-        waits, counts = [], {"refused": 0, "failed": 0, "none": 0}
+        waits, counts, reasons = [], {"refused": 0, "failed": 0, "none": 0}, Counter()
 
         async def one(text: str, gate: asyncio.Semaphore) -> None:
             async with gate:
@@ -163,8 +165,10 @@ def run_openrlhf(answers: list[str], c: int, env: dict) -> dict:
                     counts["none"] += 1
                 elif not all(isinstance(r, (int, float)) and math.isfinite(r) for r in reward):
                     counts["failed"] += 1
-                counts["refused"] += int(sum((info.get("extra_logs") or {})
-                                             .get("perfgym_refused", [0.0])))
+                refused = (info.get("extra_logs") or {}).get("perfgym_refused", [0.0])
+                counts["refused"] += int(sum(refused))
+                if any(refused):
+                    reasons.update(r for r in info.get("reasons") or ["(no reason given)"] if r)
 
         async def main() -> float:
             gate = asyncio.Semaphore(c)
@@ -173,14 +177,14 @@ def run_openrlhf(answers: list[str], c: int, env: dict) -> dict:
             return time.monotonic() - started
         seconds = asyncio.run(main())
     return summary("openrlhf", len(answers), c, seconds, waits, counts["refused"],
-                   counts["failed"], counts["none"])
+                   counts["failed"], counts["none"], refusal_reasons=dict(reasons))
 
 
 def run_verifiers(answers: list[str], c: int) -> dict:
     import verifiers.v1 as vf
 
     from perfgym.integrations import verifiers_env as env
-    waits, counts, stall = [], {"refused": 0, "failed": 0, "none": 0}, 0.0
+    waits, counts, stall, reasons = [], {"refused": 0, "failed": 0, "none": 0}, 0.0, Counter()
 
     async def one(text: str, gate: asyncio.Semaphore) -> None:
         async with gate:
@@ -201,6 +205,7 @@ def run_verifiers(answers: list[str], c: int) -> dict:
             elif not math.isfinite(reward):
                 counts["failed"] += 1
             counts["refused"] += int(any(trace.info["perfgym"]["refused"]))
+            reasons.update(r for r in trace.info["perfgym"].get("reasons", []) if r)
 
     async def main() -> float:
         nonlocal stall
@@ -221,7 +226,8 @@ def run_verifiers(answers: list[str], c: int) -> dict:
         return time.monotonic() - started
     seconds = asyncio.run(main())
     return summary("verifiers", len(answers), c, seconds, waits, counts["refused"],
-                   counts["failed"], counts["none"], event_loop_max_stall_s=round(stall, 3))
+                   counts["failed"], counts["none"], event_loop_max_stall_s=round(stall, 3),
+                   refusal_reasons=dict(reasons))
 
 
 @contextmanager
