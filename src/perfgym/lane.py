@@ -82,6 +82,13 @@ def bounded(seconds: Optional[float], cancel: Optional[threading.Event] = None
         _bound.reset(token)
 
 
+def wait_bound() -> Optional[float]:
+    """The seconds this context's bounded waits may last (None: unbounded), for waits of other
+    kinds (the Ray executor's for its nodes)."""
+    bound = _bound.get()
+    return bound.seconds if bound else None
+
+
 def cancelled() -> bool:
     """Whether the caller of this context's bounded waits has gone (for waits of other kinds,
     such as the Ray executor's for its nodes)."""

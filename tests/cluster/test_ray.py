@@ -155,3 +155,24 @@ def test_identical_candidates_come_from_the_cache(cluster, tmp_path, monkeypatch
     again = executor.evaluate_many([Request(task, "/* same */\n" + text,
                                             {"M": 32, "N": 32, "K": 32}, config)])[0]
     assert first.ok and again.cached and again.gflops == first.gflops and calls == []
+
+
+def test_a_bounded_caller_waits_for_busy_nodes_no_longer_than_its_bound(cluster):
+    """A trainer's reward through the cluster (`perfgym serve --ray-address`) while every
+    benchmark node is busy: no verdict past twice the bound, never an endless wait."""
+    from perfgym.executors.ray_executor import RayExecutor
+    from perfgym.lane import bounded
+    executor = RayExecutor()
+    executor.bench_machine()
+    busy = ray.remote(time.sleep).options(num_cpus=0, resources={"bench_node": 1}).remote(60)
+    try:
+        task = get_task("dgemm")
+        config = EvalConfig(use_cache=False, max_time=0.2, max_samples=10, min_samples=3)
+        started = time.monotonic()
+        with bounded(1.0):
+            out = executor.evaluate_many([Request(task, variants(1)[0], None, config)])[0]
+        waited = time.monotonic() - started
+    finally:
+        ray.cancel(busy, force=True)
+    assert out.status is Status.HOST_ERROR and "did not answer within 2 s" in out.message
+    assert 2.0 <= waited < 10.0

@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ..config import EvalConfig
-from ..lane import Cancelled, cancelled
+from ..lane import Cancelled, LaneBusy, cancelled, wait_bound
 from ..outcome import Outcome
 from ..tasks import builtin_names
 from .local import Request, host_error
@@ -119,11 +119,26 @@ class RayExecutor:
             index[self.remote.remote(_task_ref(r.task), r.text, r.size, cfg)] = i
         pending = list(index)
         started = time.monotonic()
+        # a bounded caller (a trainer's reward) waits for the cluster as long as two holds of
+        # a local lane may last, the build's and the timing's; then no verdict
+        bound = wait_bound()
+        deadline = None if bound is None else started + 2 * bound
         try:
             while pending:
                 done, pending = self.ray.wait(pending, num_returns=1, timeout=1.0)
                 if not done and cancelled():  # its caller went: nothing more runs for it
                     raise Cancelled("the caller went away while the cluster evaluated")
+                if not done and deadline is not None and time.monotonic() >= deadline:
+                    late = LaneBusy(f"the cluster did not answer within {2 * bound:g} s (its "
+                                    "benchmark nodes were busy); no verdict on this candidate "
+                                    "(the bound is twice PERFGYM_REWARD_WAIT)")
+                    for ref in pending:
+                        self.ray.cancel(ref, force=True)
+                        i = index[ref]
+                        results[i] = host_error(requests[i], late, started)
+                        if on_result:
+                            on_result(i, results[i])
+                    pending = []
                 for ref in done:
                     i = index[ref]
                     try:
