@@ -173,7 +173,7 @@ CASES = [
     (["search", "--replay", "{w}/replay.jsonl", "--run-dir", "{w}/r9", "--algo", "climb",
       "--task", "relu"], "PyTorch problem"),
     (["search", "--replay", "{w}/replay.jsonl", "--run-dir", "{w}/r10", "--algo", "evolve",
-      "--budget-minutes", "3"], "SQD's and climb's"),
+      "--budget-minutes", "0"], "--budget-minutes above 0"),
     (["pairs", "split", "{w}/replay.jsonl", "--out-dir", "{w}/split", "--test-fraction", "2"],
      "--test-fraction"),
     (["pairs", "clean", "{w}/garbage.jsonl", "--out", "{w}/out.jsonl"], "not a pair record"),

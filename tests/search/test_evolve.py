@@ -217,3 +217,19 @@ def test_search_refuses_held_out_sizes_and_judges_its_best_on_them(tmp_path, rep
         {"M": 97, "N": 131, "K": 61}, {"M": 1, "N": 300, "K": 7}, {"M": 512, "N": 512, "K": 512}]
     text = (run_dir / "report" / "summary.md").read_text()
     assert "## The best kernels on held-out sizes" in text and "M=512" in text
+
+
+def test_a_deadline_ends_evolve_after_the_generation_running_then(tmp_path, dgemm, replay_file):
+    """--budget-minutes for an algorithm without a budget of its own: past the engine's
+    deadline no new step runs; what the store holds already still counts on resume."""
+    import time
+    eng = engine(tmp_path, dgemm, replay_file)
+    eng.deadline = time.monotonic() + 3600
+    Evolve(eng, EvolveConfig(generations=1, islands=1, children=2)).run()
+    before = len(eng.store.candidates())
+    assert before > 1  # the seed and a generation
+    eng.deadline = time.monotonic() - 1  # spent
+    Evolve(eng, EvolveConfig(generations=3, islands=1, children=2)).run()
+    assert len(eng.store.candidates()) == before  # no new step
+    late = [Step("late:1", 9, None, eng.store.candidates()[0], "improve")]
+    assert eng.run_steps(late) == []

@@ -64,7 +64,7 @@ def test_a_server_or_a_model_name_picks_the_openai_policy(dgemm):
 
 @pytest.mark.parametrize("flags, says", [
     ({"algo": "nope"}, "is not one of"),
-    ({"algo": "refine", "budget_minutes": 5.0}, "SQD's and climb's"),
+    ({"algo": "refine", "budget_minutes": 0.0}, "--budget-minutes above 0"),
     ({"algo": "climb", "restarts": 2}, "--restarts are SQD's"),
     ({"algo": "sqd", "restarts": 0}, "at least 1"),
     ({"top_p": 0.0}, "--top-p"),
@@ -83,6 +83,13 @@ def test_a_server_or_a_model_name_picks_the_openai_policy(dgemm):
 def test_a_bad_flag_is_one_line_naming_it(dgemm, flags, says):
     with pytest.raises(UserError, match=says if says[0] != "-" else "\\" + says):
         plan(dgemm, **flags)
+
+
+def test_every_algorithm_takes_a_time_budget(dgemm):
+    for algo in ("refine", "best-of-n", "evolve"):
+        p = plan(dgemm, algo=algo, budget_minutes=5.0)
+        assert p.budget_seconds == 300 and p.config["budget_minutes"] == 5.0
+    assert "budget_minutes" not in plan(dgemm, algo="evolve").config  # (runs from before)
 
 
 def test_a_climb_of_a_pytorch_task_is_refused(torch_task):

@@ -170,6 +170,9 @@ def _run(plan: SearchPlan, pol, kernel_memory):
         if f.ray_address:
             from ..executors.ray_executor import RayExecutor
             engine.executor = RayExecutor(f.ray_address).evaluate_many
+        if plan.algo in ("refine", "best-of-n", "evolve") and plan.budget_seconds:
+            import time  # (SQD and the climb fit their draws and rounds to it themselves)
+            engine.deadline = time.monotonic() + plan.budget_seconds
         try:
             best = _algorithm(plan, engine).run()
         except PolicyError as exc:

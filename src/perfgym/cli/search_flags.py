@@ -67,7 +67,8 @@ class SearchFlags:
                                            "the time spent plus the longest restart "
                                            "yet fits this many minutes; climb: the "
                                            "same for its rounds (default 12 in the "
-                                           "no-flag search)")
+                                           "no-flag search); refine, best-of-n, evolve: "
+                                           "no new step past it")
     ratios: Optional[str] = flag(None, help=f"SQD top,middle,error shares (default "
                                  f"{RATIOS}; {NO_FLAG_RATIOS} when no flag sets the "
                                  "model, --iterations or --max-candidates)")

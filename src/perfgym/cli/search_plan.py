@@ -196,8 +196,6 @@ def _sampling(f: SearchFlags, policy: str, measured: dict | None) -> tuple[dict,
 def _check_budget(algo: str, restarts: int, budget_minutes: float | None) -> None:
     if algo != "sqd" and restarts != 1:
         raise UserError("--restarts are SQD's: add --algo sqd or drop them")
-    if algo not in ("sqd", "climb") and budget_minutes is not None:
-        raise UserError("--budget-minutes is SQD's and climb's: add --algo climb or drop it")
     if restarts < 1 or (budget_minutes is not None and budget_minutes <= 0):
         raise UserError("--restarts is at least 1 and --budget-minutes above 0")
 
@@ -244,6 +242,8 @@ def _config(plan: SearchPlan) -> dict:
         config["seed"] = f.seed
     if plan.algo == "sqd" and (plan.restarts > 1 or plan.budget_minutes is not None):
         config.update(restarts=plan.restarts, budget_minutes=plan.budget_minutes)
+    if plan.algo in ("refine", "best-of-n", "evolve") and plan.budget_minutes is not None:
+        config["budget_minutes"] = plan.budget_minutes  # (likewise)
     if plan.climb is not None:
         config["climb"] = {"transforms": list(plan.climb.transforms),
                            "budget_minutes": plan.budget_minutes}

@@ -7,6 +7,7 @@ parent and op: the group GRPO compares). Running it again on the same steps chan
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,10 @@ class Engine:
     # budget of an equal-candidates comparison (SQD's count per iteration depends on what
     # passed, so no choice of its flags alone hits a number exactly); None: no cap
     max_candidates: int | None = None
+    # time.monotonic() past which no new step runs, whatever the algorithm plans: the budget of
+    # an equal-time comparison for algorithms without one of their own (refine, best-of-n,
+    # evolve); the round running then ends first. None: no deadline
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         # a resumed run continues the policy where the stored candidates left it
@@ -141,8 +146,11 @@ class Engine:
         return [self.store.by_slot(s.slot) for s in steps]
 
     def within_budget(self, steps: list[Step]) -> list[Step]:
-        """The steps the candidate cap leaves, in plan order (the seed is never cut). The
-        steps already in the store count once, so a resumed run keeps the same steps."""
+        """The steps the candidate cap and the deadline leave, in plan order (the seed is never
+        cut). The steps already in the store count once, so a resumed run keeps the same
+        steps."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            steps = [s for s in steps if s.op == "seed" or self.store.by_slot(s.slot)]
         if self.max_candidates is None:
             return steps
         planned = {s.slot for s in steps}
