@@ -164,7 +164,14 @@ def test_a_bounded_caller_waits_for_busy_nodes_no_longer_than_its_bound(cluster)
     from perfgym.lane import bounded
     executor = RayExecutor()
     executor.bench_machine()
-    busy = ray.remote(time.sleep).options(num_cpus=0, resources={"bench_node": 1}).remote(60)
+    def hold(seconds: float) -> None:  # (nested: sent by value, this module is not the node's)
+        import time
+        time.sleep(seconds)
+    busy = ray.remote(hold).options(num_cpus=0, resources={"bench_node": 1}).remote(60)
+    deadline = time.time() + 60
+    while ray.available_resources().get("bench_node", 0) > 0:  # until it holds the node
+        assert time.time() < deadline, "the busy task never started"
+        time.sleep(0.1)
     try:
         task = get_task("dgemm")
         config = EvalConfig(use_cache=False, max_time=0.2, max_samples=10, min_samples=3)
