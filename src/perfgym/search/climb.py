@@ -261,8 +261,8 @@ class Climb:
 def _tokens(code: str | None) -> str:
     """C code without its comments, #include lines and white space: two kernels alike here
     compile to the same loops (a #pragma stays: `omp simd` is a change)."""
-    code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", code or "", flags=re.S)
-    code = re.sub(r"^\s*#\s*include\b.*$", " ", code, flags=re.M)
+    from ..extract import strip_comments  # (the cache key's: string literals are kept)
+    code = re.sub(r"^\s*#\s*include\b.*$", " ", strip_comments(code or ""), flags=re.M)
     return "".join(code.split())
 
 
