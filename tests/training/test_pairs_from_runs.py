@@ -75,3 +75,49 @@ def test_bad_input_is_one_line_and_exit_2(run, tmp_path):
                  [str(run / "dgemm-run"), "--min-speedup", "0.5"]):
         done = cli("pairs", "from-runs", *args, "--out", str(tmp_path / "x.jsonl"))
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _copy_run(run, tmp_path):
+    import shutil
+    import sqlite3
+    copy = tmp_path / "copied-run"
+    shutil.copytree(run / "dgemm-run", copy)
+    return copy, sqlite3.connect(copy / "run.sqlite")
+
+
+def test_from_naive_pairs_a_grandchild_with_the_naive_kernel(run, tmp_path):
+    copy, db = _copy_run(run, tmp_path)
+    ids: dict[str, int] = {}  # each kernel's first candidate
+    for cid, text in db.execute("SELECT id, completion FROM candidates WHERE status = 'OK' "
+                                "ORDER BY id"):
+        ids.setdefault(normalize(text.split("```c\n", 1)[-1].rsplit("```", 1)[0]), cid)
+    # OpenMP ikj's first answer as ikj's child (the run made it the seed's): every OpenMP ikj
+    # is then a grandchild of the seed
+    db.execute("UPDATE candidates SET parent_id = ? WHERE id = ?",
+               (ids[normalize(IKJ)], ids[normalize(OMP_IKJ)]))
+    db.commit()
+    db.close()
+    plain, wide = tmp_path / "plain.jsonl", tmp_path / "wide.jsonl"
+    assert cli("pairs", "from-runs", str(copy), "--out", str(plain)).returncode == 0
+    done = cli("pairs", "from-runs", str(copy), "--out", str(wide), "--from-naive")
+    assert done.returncode == 0, done.stderr
+    by_slow = lambda path: {(normalize(p.slow), normalize(p.fast)) for p in read_pairs(path)}
+    grandchild = (normalize(NAIVE), normalize(OMP_IKJ))
+    assert grandchild not in by_slow(plain) and grandchild in by_slow(wide)
+    assert by_slow(plain) < by_slow(wide)
+    assert all(normalize(p.fast) != normalize(WRONG) for p in read_pairs(wide))
+
+
+def test_a_disturbed_timing_gives_no_pair(run, tmp_path):
+    copy, db = _copy_run(run, tmp_path)
+    rows = db.execute("SELECT id, outcome FROM candidates WHERE status = 'OK'").fetchall()
+    for cid, text in rows:  # every verified kernel's timing, as other programs disturbed it
+        outcome = json.loads(text)
+        outcome["disturbed"] = "load 3.0 in every run"
+        db.execute("UPDATE candidates SET outcome = ? WHERE id = ?", (json.dumps(outcome), cid))
+    db.commit()
+    db.close()
+    out = tmp_path / "pairs.jsonl"
+    done = cli("pairs", "from-runs", str(copy), "--out", str(out), "--from-naive", "--json")
+    assert done.returncode == 0, done.stderr
+    assert rows and json.loads(done.stdout)["pairs"] == 0

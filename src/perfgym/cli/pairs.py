@@ -117,9 +117,14 @@ def pairs_from_runs_cmd(
         min_speedup: float = typer.Option(
             None, help="least speedup of a child over its parent (default 1.1: the noise of a "
                        "C kernel's median)"),
+        from_naive: bool = typer.Option(
+            False, "--from-naive", help="also pair every verified kernel faster than the naive "
+                                        "kernel with the naive kernel (what an 'improve the "
+                                        "naive kernel' prompt teaches)"),
         as_json: bool = typer.Option(False, "--json", help="print counts as JSON")) -> None:
     """Turn search runs' verified improvements into slow/fast pairs: each verified child and
-    its verified parent, the child faster by the evaluator's bound; held-out tasks excluded."""
+    its verified parent, the child faster by the evaluator's bound; held-out tasks excluded;
+    timings other programs disturbed give no pair."""
     import json
     from collections import Counter
 
@@ -133,7 +138,7 @@ def pairs_from_runs_cmd(
             raise UserError(f"{d} is not a directory: give search run directories")
     excluded = [t.strip() for t in exclude.split(",") if t.strip()]
     try:
-        pairs = pairs_from_runs(run_dirs, excluded, margin)
+        pairs = pairs_from_runs(run_dirs, excluded, margin, from_naive)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     n = write_pairs(out, pairs)

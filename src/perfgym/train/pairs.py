@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..config import EvalConfig
 from ..executors import Request, evaluate_many
@@ -274,16 +274,17 @@ RUN_PAIR_MARGIN = 1.1
 
 
 def pairs_from_runs(run_dirs: Iterable[str | Path], exclude: Iterable[str] = (),
-                    min_speedup: float = RUN_PAIR_MARGIN) -> list[Pair]:
+                    min_speedup: float = RUN_PAIR_MARGIN, from_naive: bool = False) -> list[Pair]:
     """Slow/fast pairs from search runs' verified improvements: each verified child with its
     verified parent (the task's naive kernel when the child had none, or its parent was the
     run's seed), kept when it is faster than the parent by the evaluator's bound (the 99.9%
     lower bound of the paired speedup, where the evaluator gives one) and by `min_speedup` on
-    the medians. Tasks in `exclude` (held out) never appear. The order is the runs' order,
-    then candidate id; one pair per distinct (slow, fast) kernel pair: a rerun writes the same
-    file."""
-    from ..backends import backend_for
-    from ..extract import FormatError, normalize
+    the medians. With `from_naive`, also every verified kernel faster than the naive kernel by
+    the same rule, paired with the naive kernel (what an "improve the naive kernel" prompt
+    teaches). A timing other programs disturbed gives no pair. Tasks in `exclude` (held out)
+    never appear. The order is the runs' order, then candidate id; one pair per distinct
+    (slow, fast) kernel pair: a rerun writes the same file."""
+    from ..extract import normalize
     from ..store import RunStore
     excluded = set(exclude)
     pairs: list[Pair] = []
@@ -295,52 +296,64 @@ def pairs_from_runs(run_dirs: Iterable[str | Path], exclude: Iterable[str] = (),
         store = RunStore(run_dir)
         try:
             config = store.config() or {}
-            task_name = config.get("task")
-            if task_name is None or task_name in excluded:
-                continue
-            task = get_task(task_name)
-            backend = backend_for(task)
             by_id = {c.id: c for c in store.candidates()}
         finally:
             store.close()
-        naive = task.baseline.read_text()
-
-        def kernel(c) -> str | None:
-            try:
-                return naive if c is None or c.op == "seed" else backend.extract(task,
-                                                                                 c.completion)
-            except (FormatError, ValueError):
-                return None
-
-        for c in sorted(by_id.values(), key=lambda c: c.id):
-            if c.op == "seed" or not c.ok or c.copied or not c.outcome:
-                continue
-            parent = by_id.get(c.parent_id) if c.parent_id is not None else None
-            if parent is not None and parent.op != "seed" and (not parent.ok or parent.copied):
-                continue
-            child_speedup = c.outcome.get("speedup")
-            if parent is None or parent.op == "seed":
-                parent_speedup, low = 1.0, c.outcome.get("speedup_low")
-            else:
-                parent_speedup, low = (parent.outcome or {}).get("speedup"), None
-            if not child_speedup or not parent_speedup:
-                continue
-            ratio = child_speedup / parent_speedup
-            if ratio < min_speedup or (low is not None and low <= 1.0):
-                continue
-            slow, fast = kernel(parent), kernel(c)
-            if slow is None or fast is None:
-                continue
-            key = (normalize(slow), normalize(fast))
-            if key in seen:
-                continue
-            seen.add(key)
-            pairs.append(Pair(
-                task.kind, f"{task.name}/{run_dir.name}#{c.id}",
-                f"{task.name}: a search's verified improvement", slow, fast, task.language,
-                task.name, round(ratio, 3),
-                {"run": run_dir.name, "child": c.id,
-                 "parent": None if parent is None or parent.op == "seed" else parent.id,
-                 "child_speedup_over_naive": round(child_speedup, 3),
-                 "model": config.get("model")}))
+        if config.get("task") is None or config["task"] in excluded:
+            continue
+        for pair in _run_pairs(run_dir.name, config, by_id, min_speedup, from_naive):
+            key = (normalize(pair.slow), normalize(pair.fast))
+            if key not in seen:
+                seen.add(key)
+                pairs.append(pair)
     return pairs
+
+
+def _trusted(c) -> bool:
+    """A verified kernel of the run's own making whose timing nothing disturbed."""
+    return (c.op != "seed" and c.ok and not c.copied and bool(c.outcome)
+            and not c.outcome.get("disturbed"))
+
+
+def _run_pairs(run_name: str, config: dict, by_id: dict, margin: float,
+               from_naive: bool) -> Iterator[Pair]:
+    """One run's pairs, in candidate order (see pairs_from_runs)."""
+    from ..backends import backend_for
+    from ..extract import FormatError
+    task = get_task(config["task"])
+    backend = backend_for(task)
+    naive = task.baseline.read_text()
+
+    def kernel(c) -> str | None:
+        try:
+            return naive if c is None or c.op == "seed" else backend.extract(task, c.completion)
+        except (FormatError, ValueError):
+            return None
+
+    def pair(c, parent, ratio: float, file_suffix: str = "") -> Pair | None:
+        slow, fast = kernel(parent), kernel(c)
+        if slow is None or fast is None:
+            return None
+        return Pair(task.kind, f"{task.name}/{run_name}#{c.id}{file_suffix}",
+                    f"{task.name}: a search's verified improvement", slow, fast, task.language,
+                    task.name, round(ratio, 3),
+                    {"run": run_name, "child": c.id, "parent": parent.id if parent else None,
+                     "op": c.op, "child_speedup_over_naive": round(c.outcome["speedup"], 3),
+                     "model": config.get("model")})
+
+    for c in sorted(by_id.values(), key=lambda c: c.id):
+        if not _trusted(c) or not c.outcome.get("speedup"):
+            continue
+        over_naive, low = c.outcome["speedup"], c.outcome.get("speedup_low")
+        naive_beaten = over_naive >= margin and (low is None or low > 1.0)
+        parent = by_id.get(c.parent_id) if c.parent_id is not None else None
+        if parent is None or parent.op == "seed":
+            if naive_beaten and (made := pair(c, None, over_naive)):
+                yield made
+            continue
+        if _trusted(parent) and parent.outcome.get("speedup"):
+            ratio = over_naive / parent.outcome["speedup"]
+            if ratio >= margin and (made := pair(c, parent, ratio)):
+                yield made
+        if from_naive and naive_beaten and (made := pair(c, None, over_naive, "/naive")):
+            yield made
