@@ -50,21 +50,22 @@ BASELINE_COPY = "baseline_copy"
 
 
 def is_baseline_copy(task: Task, code: str) -> bool:
-    """Whether `code` is the task's baseline kernel, up to comments and whitespace."""
-    from .extract import normalize
+    """Whether `code` is the task's baseline kernel, up to comments, white space, #include
+    lines and the names of its own variables (extract.code_shape): an opened answer that
+    repeats the naive body behind perfgym's #include lines is the naive kernel."""
+    from .extract import code_shape
     try:
-        return normalize(code) == _normalized_file(str(task.baseline),
+        return code_shape(code) == _baseline_shape(str(task.baseline),
                                                    task.baseline.stat().st_mtime_ns)
     except (OSError, ValueError):
         return False
 
 
 @functools.lru_cache(maxsize=256)
-def _normalized_file(path: str, mtime_ns: int) -> str:
-    """A baseline's normalized text, read once per version of the file (asked after every OK
-    timing)."""
-    from .extract import normalize
-    return normalize(Path(path).read_text())
+def _baseline_shape(path: str, mtime_ns: int) -> str:
+    """A baseline's shape, read once per version of the file (asked after every OK timing)."""
+    from .extract import code_shape
+    return code_shape(Path(path).read_text())
 
 
 def evaluate(task: Task, text: str, size: dict[str, int] | None = None,

@@ -164,3 +164,30 @@ def normalize(code: str) -> str:
     """Comment- and whitespace-insensitive form of the code, for the cache key."""
     lines = (" ".join(line.split()) for line in strip_comments(code).splitlines())
     return "\n".join(line for line in lines if line)
+
+
+_C_WORDS = frozenset("""auto break case char const continue default do double else enum extern
+float for goto if inline int long register restrict return short signed sizeof static struct
+switch typedef union unsigned void volatile while _Bool bool size_t int64_t int32_t uint64_t
+uint32_t uint8_t int8_t int16_t uint16_t ptrdiff_t __restrict __restrict__ true false NULL
+nullptr""".split())
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
+
+
+def code_shape(code: str | None) -> str:
+    """C code as the compiler reads its loops: no comments, no #include lines, no white space,
+    and its own names renamed in order of first use (keywords and types kept). Two kernels of
+    one shape are one kernel: a renamed variable, a moved brace or an added #include is no
+    change. Other preprocessor lines are kept as written (`omp simd` is a change)."""
+    names: dict[str, str] = {}
+    out = []
+    for line in strip_comments(code or "").splitlines():
+        if line.lstrip().startswith("#"):
+            if not re.match(r"\s*#\s*include\b", line):
+                out.append(" ".join(line.split()))
+            continue
+        for token in _TOKEN.findall(line):
+            if (token[0].isalpha() or token[0] == "_") and token not in _C_WORDS:
+                token = names.setdefault(token, f"v{len(names)}")
+            out.append(token)
+    return " ".join(out)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..backends import backend_for
+from ..extract import code_shape
 from ..store import Candidate
 from .engine import Engine, Step, parent_code
 from .sqd import summary
@@ -186,11 +187,11 @@ class Climb:
         rate compared with a rate measured minutes before carries the machine's drift (on a
         busy host a jacobi2d child 1.12x its parent's GFLOP/s was 0.93x naive)."""
         task = self.engine.task
-        same = _tokens(parent_code(task, parent))
-        # the parent's own code again (its comments or includes aside) is no step: timed
-        # again, it once "climbed" a jacobi2d parent by 26% on noise
+        same = code_shape(parent_code(task, parent))
+        # the parent's own code again (its comments, includes or names aside) is no step:
+        # timed again, it once "climbed" a jacobi2d parent by 26% on noise
         ok = [c for c in children if c is not None and c.ok and not c.copied and _speed(c) > 0
-              and _tokens(parent_code(task, c)) != same]
+              and code_shape(parent_code(task, c)) != same]
         if not ok:
             return None
         best = max(ok, key=lambda c: (_speed(c), -c.id))
@@ -256,14 +257,6 @@ class Climb:
                              f"nothing to climb from: "
                              f"{seed.outcome.get('message') if seed.outcome else ''}")
         return seed
-
-
-def _tokens(code: str | None) -> str:
-    """C code without its comments, #include lines and white space: two kernels alike here
-    compile to the same loops (a #pragma stays: `omp simd` is a change)."""
-    from ..extract import strip_comments  # (the cache key's: string literals are kept)
-    code = re.sub(r"^\s*#\s*include\b.*$", " ", strip_comments(code or ""), flags=re.M)
-    return "".join(code.split())
 
 
 def _speed(c: Candidate) -> float:
