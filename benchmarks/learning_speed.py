@@ -188,10 +188,12 @@ def plan_budget(seeds: int, steps: int = GRPO_STEPS, cost: dict = COST,
             "cost_per_unit_seconds": {k: round(v, 3) for k, v in cost.items()}}
 
 
-def samples_needed(p0: float, p1: float = GOAL_SHARE) -> int:
+def samples_needed(p0: float, p1: float = GOAL_SHARE) -> int | None:
     """Samples per arm telling p1 from p0 (two proportions, 95% two-sided, 80% power), iid:
-    clustering by task needs more, which the clustered intervals show."""
+    clustering by task needs more, which the clustered intervals show. None when p0 >= p1."""
     from statistics import NormalDist
+    if p0 >= p1:
+        return None
     z_a, z_b = NormalDist().inv_cdf(0.975), NormalDist().inv_cdf(0.8)
     pbar = (p0 + p1) / 2
     return math.ceil((z_a * math.sqrt(2 * pbar * (1 - pbar))
@@ -285,7 +287,7 @@ def record(arm: str, seed: int, split: str, task: str, answer: str, o) -> dict:
     return {"arm": arm, "seed": seed, "split": split, "task": task,
             "sizes": "+".join(format_size(s) for s in sizes), "status": o.status.value,
             "speedup": o.speedup, "faster": is_faster(o, copy), "naive_copy": copy,
-            "log_speedup": log_speedup(o), "code": code if code is not None else answer,
+            "disturbed": bool(o.disturbed), "log_speedup": log_speedup(o), "code": code if code is not None else answer,
             "answer_sha256": hashlib.sha256(answer.encode()).hexdigest()}
 
 
@@ -893,6 +895,14 @@ def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
     if not Path(args.pairs).is_file():
         raise InputError(f"no pairs at {args.pairs}: perfgym pairs from-runs RUN_DIRS --out "
                          f"{args.pairs} first")
+    from perfgym.train.pairs import read_pairs
+    try:
+        tasks = {p.task for p in read_pairs(args.pairs)}
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if not tasks & set(TRAIN_TASKS):
+        raise InputError(f"{args.pairs} holds no pair of a training task "
+                         f"({', '.join(TRAIN_TASKS)})")
     for run in args.runs:
         if not RunStore.exists(Path(run)):
             raise InputError(f"--runs {run} holds no search run (no run store)")

@@ -294,10 +294,50 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--seeds", "1,2,3,4,5,6"], "do not fit in 4 hours"),
     (["--pairs", "/nonexistent/pairs.jsonl"], "no pairs at /nonexistent/pairs.jsonl"),
     (["--report-only"], "nothing to report"),
+    (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
+    (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
+    (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    (tmp_path / "held.jsonl").write_text(json.dumps(pair("jacobi2d", "k").__dict__) + "\n")
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    (tmp_path / "good.jsonl").write_text(json.dumps(pair("dot", "k").__dict__) + "\n")
+    argv = [a.replace("TMP", str(tmp_path)) for a in argv]
     with pytest.raises(SystemExit) as exc:
         ls.main(["--out", str(tmp_path / "run"), *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monkeypatch):
+    ran = []
+    done_by = {"--pilot": lambda s: tmp_path / "pilot.json",
+               "--sft": lambda s: tmp_path / f"sft_seed{s}" / "done",
+               "--grpo": lambda s: tmp_path / f"seed{s}" / "done"}
+
+    def child(argv):
+        flag, rest = argv[8], argv[9:]
+        ran.append(" ".join([flag, *rest]))
+        path = (tmp_path / "eval" / f"{rest[0]}_seed{rest[1]}.json" if flag == "--eval"
+                else done_by[flag](rest[0] if rest else None))
+        if ran[-1] != "--grpo 2":  # as if killed there
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}")
+        return 100.0
+
+    monkeypatch.setattr(ls, "run_child", child)
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+        ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
+    wall, rss = {}, {}
+    ls.stages(args, tmp_path, [1, 2], wall, rss)
+    assert ran == ["--pilot", "data", "--sft 1", "--sft 2", "--eval base 1", "--eval base 2",
+                   "--eval control 1", "--eval control 2", "--grpo 1", "--eval grpo 1",
+                   "--grpo 2", "--eval grpo 2", "--eval teacher 1"]
+    assert set(wall) == {"pilot", "data", "sft", "eval_base", "eval_control", "grpo",
+                         "eval_grpo", "eval_teacher"}
+    assert rss["grpo_seed2"] == 100.0 and json.loads((tmp_path / "rss.json").read_text()) == rss
+    ran.clear()
+    ls.stages(args, tmp_path, [1, 2], wall, rss)
+    assert ran == ["--grpo 2"]  # only the stage that did not finish
