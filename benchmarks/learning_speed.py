@@ -442,22 +442,43 @@ def improve_prompts(tasks) -> dict[str, str]:
     return {t: task_prompt(get_task(t), "improve", None, machine, config) for t in tasks}
 
 
+def token_counts(records: list[dict]) -> list[int]:
+    """Each SFT record's tokens as SFT sees them: the student's chat template over its prompt
+    and answer."""
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model()))
+    texts = [tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=False)
+             for r in records]
+    return [len(tokenizer(t)["input_ids"]) for t in texts]
+
+
 def verified_records(todo: list[tuple[str, str, str, str]]) -> tuple[list[dict], dict]:
     """todo: (task, opened answer, source, id). Pairs ("pair") are kept when faster, mix
-    answers when correct at about naive speed or better; all judged at the train sizes."""
+    answers when correct at about naive speed or better; all judged at the train sizes. A
+    record longer than SFT's max_length is left out before it is judged: SFT would cut its
+    answer short and teach the cut."""
     from perfgym.rewards import SPEED_BAND
     prompts = improve_prompts(dict.fromkeys(t for t, *_ in todo))
-    outcomes = judge([(t, a) for t, a, *_ in todo], "train")
-    records, skipped = [], {}
-    for (task, joined, source, ident), o in zip(todo, outcomes):
-        keep = is_faster(o) if source == "pair" else \
+    records = [sft_record(task, joined, prompts, source=source, kernel=ident)
+               for task, joined, source, ident in todo]
+    skipped, fits = {}, []
+    for r, n in zip(records, token_counts(records)):
+        if n > SFT["max_length"]:
+            skipped[r["kernel"]] = f"{n} tokens, past SFT's max_length {SFT['max_length']}"
+        else:
+            fits.append(r)
+    outcomes = judge([(r["task"], r["completion"][0]["content"].removesuffix("\n```"))
+                      for r in fits], "train")
+    kept = []
+    for r, o in zip(fits, outcomes):
+        keep = is_faster(o) if r["source"] == "pair" else \
             (o.ok and (o.speedup or 0.0) >= 1.0 / SPEED_BAND)
-        if not keep:
-            skipped[ident] = f"{o.status.value}, {o.speedup or 0:.2f}x naive at the train sizes"
-            continue
-        records.append(sft_record(task, joined, prompts, source=source, kernel=ident,
-                                  speedup=o.speedup))
-    return records, skipped
+        if keep:
+            kept.append({**r, "speedup": o.speedup})
+        else:
+            skipped[r["kernel"]] = (f"{o.status.value}, {o.speedup or 0:.2f}x naive at the "
+                                    "train sizes")
+    return kept, skipped
 
 
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
@@ -485,11 +506,11 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
     skipped.update(failed)
     if leaked := {r["task"] for r in records} & set(HELDOUT_TASKS):
         raise RuntimeError(f"held-out tasks in the SFT data: {sorted(leaked)}")
-    if not any(r["source"] == "pair" for r in records):
-        raise SystemExit(f"none of the {len(pairs)} usable pairs verified faster at the train "
-                         f"sizes; see {out / 'data.json'}")
     summary = data_summary(records, skipped)
     write_json(out / "data.json", summary)
+    if not summary["pairs"]:
+        raise SystemExit(f"none of the {len(pairs)} usable pairs verified faster at the train "
+                         f"sizes; see {out / 'data.json'}")
     write_examples(out / "sft_data.jsonl.tmp", records)
     os.replace(out / "sft_data.jsonl.tmp", out / "sft_data.jsonl")
     log(f"SFT data: {summary['pairs']} pairs of {len(summary['pairs_per_task'])} tasks, "

@@ -136,13 +136,19 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
              pair(None, "void f() {}")]
     pairs_file = tmp_path / "pairs.jsonl"
     pairs_file.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs))
-    pilot = [dict(ls.record("pilot", 999, "train", t, opened(t, FAST_DOT if t == "dot" else
-                                                              "    return;\n}"),
-                            folded([1.0, 1.0, 1.0])), answer="")
-             for t in ("dot", "histogram", "stencil3d")]
+    long_dot = "    /* " + "two sums, " * 12 + "*/\n" + FAST_DOT
+    short_dot = "    double s = 0.0;\n    for (int i = 0; i < N; i++) s += x[i] * y[i];\n" \
+        "    out[0] = s;\n}"
+    pilot = [dict(ls.record("pilot", 999, "train", t, opened(t, body), folded([1.0, 1.0, 1.0])),
+                  answer="")
+             for t, body in (("dot", long_dot), ("dot", short_dot),
+                             ("histogram", "    return;\n}"), ("stencil3d", "    return;\n}"))]
     (tmp_path / "pilot.json").write_text(json.dumps({"records": pilot}))
     judged = []
     monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "token_counts", lambda records: [
+        len(r["completion"][0]["content"]) // 3 for r in records])
+    monkeypatch.setitem(ls.SFT, "max_length", 130)  # the long pilot answer does not fit
     monkeypatch.setattr(ls, "judge", lambda items, which: judged.extend(items) or [
         folded([1.5, 1.5, 1.5]) for _ in items])
     ls.make_data(tmp_path, pairs_file, [])
@@ -155,6 +161,9 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0}
     assert set(data["mix_per_task"]) == set(ls.TRAIN_TASKS)  # every training task, 0 or not
     assert data["skipped"]["histogram/r1#void histogr"] == "a held-out task"
+    assert "past SFT's max_length 130" in data["skipped"]["dot/pilot#0"]
+    assert "s += x[i] * y[i];" in records[1]["completion"][0]["content"]
+    assert len(judged) == 2  # the long answer was never judged
 
 
 def test_the_mix_takes_correct_answers_at_about_naive_speed_but_no_copy():
