@@ -1,42 +1,69 @@
-"""Does the small model learn to write faster kernels from the coder's verified kernels, and
-does GRPO on a reward that pays only speed add to it? An experiment designed before it runs.
+"""Does the small model learn to write kernels faster than naive at every size, on many tasks,
+without forgetting, from the coder's verified kernels, and does GRPO on a reward that pays only
+speed add to it? An experiment designed before it runs (issue 52).
 
-    python benchmarks/teacher_data.py                    (first: the coder's pairs)
-    python benchmarks/learning_speed.py [--out runs/learning_speed] [--seeds 1,2,3]
-                                        [--steps 4] [--json benchmarks/results/learning_speed.json]
+    python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
+        [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4]
+        [--json benchmarks/results/learning_speed.json] [--report-only]
 
-The measures, chosen first (per sample, on the learning experiment's prompts: the improve
-prompt of each training task's naive kernel, opened answers, T=0.3):
-- primary: the share of samples faster than the naive kernel, "faster" as the speed reward
-  pays it: correct, faster by the evaluator's bound where it gives one, and >= 1.1x (the
-  noise band of one C evaluation's median);
-- secondary: the mean of ln(speedup) with failures at ln(0.1) (correct kernels floored there).
-Each arm's figure is the mean over tasks of the mean over seeds (metrics.arm_mean), its 95%
-interval a percentile bootstrap stratified over seeds and samples (metrics.bootstrap).
+PAIRS.jsonl is `perfgym pairs from-runs` over search run stores; --runs are those run stores
+(the teacher's correct answers that fill the anti-forgetting mix where the base model has none).
 
-Arms (the student is the default model, SmolLM2-135M-Instruct):
-- base: the untouched model;
-- control: the SFT model, which is also the learning-rate-0 control: GRPO at LR 0 and beta 0
-  leaves every weight where SFT put it. It is sampled with the GRPO seeds' sampler seeds;
-- grpo: SFT, then GRPO with the speed reward (rewards.speed), one run per seed;
-- teacher: the coder (Qwen2.5-Coder-1.5B) on the same prompts, one seed: the ceiling.
+Tasks, fixed first. Training: TRAIN_TASKS (the built-in CPU tasks but the held-out ones).
+Held out: HELDOUT_TASKS (histogram, jacobi2d, stencil3d; why these: the comment at the
+constant). Nothing trains on a held-out task or on a held-out size.
 
-Splits: the training tasks at their training size (`train`), the same answers judged at the
-tasks' held-out sizes (`heldout_sizes`), and a task no stage saw (`heldout_task`, spmv).
+The measure, chosen first (per sample, on the improve prompt of each task's naive kernel,
+opened answers, T 0.3): the share of samples "faster": correct at every size of the split and
+the geometric mean of its speedups over the sizes (multisize.aggregate) >= 1.1 (rewards.
+SPEED_BAND), faster by the evaluator's bound where it gives one (rewards.faster), and not the
+naive kernel handed back (`naive_copy`). Splits: `train`, the training tasks folded over their
+train sizes; `heldout_sizes`, some of the same answers folded over the held-out sizes;
+`heldout_task`, the held-out tasks folded over their train sizes. Secondary: the mean
+ln(speedup), failures at ln(0.1). Intervals: a percentile bootstrap clustered by task and by
+seed (`clustered_bootstrap`: tasks, then seeds, then samples within a (task, seed) cell).
 
-Stages, each resumable (rerun after a kill; what is done is skipped, and `wall.json` keeps
-each stage's seconds):
-1. data: the teacher's pairs (runs/teacher/pairs.jsonl) as opened SFT records: the improve
-   prompt of the task's naive kernel, perfgym's opening and the fast kernel's body, kept when
-   the joined answer is OK and >= 1.1x naive (sft_data.opened_examples' rule);
-2. sft: LoRA SFT of the default model on them, merged;
-3. pilot: the base model's samples on the training tasks give the share faster p0; the power
-   analysis (two proportions, 95% two-sided, 80% power) gives the samples per arm that tell
-   the goal's 20% from p0; at least 200;
-4. grpo: per seed, GRPO from the SFT model with the speed reward;
-5. eval: every arm and seed, generation only; every sample's record is stored;
-6. report: `per_sample` records, `ci[arm]`, the comparisons with their intervals, the pilot
-   and the stages' wall seconds, in the results JSON.
+Arms (the student is the default model, SmolLM2-135M-Instruct), per seed s of --seeds:
+- base: the untouched model, sampled with sampler seed s;
+- control: seed s's SFT (its own data order and LoRA init: SFTSettings.seed), which is also
+  the learning-rate-0 control of GRPO (LR 0 and beta 0 leave every weight at SFT);
+- grpo: seed s's SFT, then GRPO with the speed reward on the folded train sizes (GRPO's
+  `sizes` "train"), GRPO_STEPS steps;
+- teacher: the coder (Qwen2.5-Coder-1.5B) with its own prompts and token limit, one seed,
+  TEACHER_PER_TASK a task: the ceiling.
+
+Stages, each resumable (a rerun after kill -9 skips what is done; `wall.json` keeps each
+stage's seconds and `rss.json` each child's peak resident memory):
+1. pilot: the base model's PILOT_PER_TASK answers per training task, judged at the train
+   sizes: its share faster (for the power analysis) and the anti-forgetting mix;
+2. data: the pairs' fast kernels of training tasks (held-out tasks dropped, MAX_PAIRS_PER_TASK
+   a task) as opened answers, judged again at the train sizes and kept when faster; and per
+   training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
+3. sft: per seed, LoRA SFT of the default model on them (its own data order and LoRA init);
+4. eval base and control, per seed; 5. grpo per seed, and its eval; 6. the teacher's eval;
+7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
+   the base model's, `forgetting`, peak RSS per arm, and the goal check (PASS/FAIL a line).
+
+Cost (the whole experiment <= 4 h on 2 cores), from the wall seconds the first run of this
+experiment recorded on this 2-core AMD EPYC (benchmarks/results/learning_speed.json
+'wall_seconds', 5 training tasks, answers judged at one size; `COST`):
+- a student's answer judged at one size, its generation included: (593.7 + 355.4 + 847.7) s of
+  eval_base, eval_control and eval_grpo / 1,476 judgements (3 arms x 3 seeds x (104 answers
+  at one size + 20 at 3 held-out sizes)) = 1.22 s;
+- the pilot's: 135.2 s / 80 = 1.69 s; a pair judged in the data stage: 44.4 s / 17 = 2.61 s;
+- SFT: 296.9 s / 36 sequences (12 steps of 3) = 8.25 s a sequence;
+- a GRPO step (5 groups of 4): 4,003.9 s / 12 steps = 333.7 s. Its 20 answers are judged at 3
+  sizes now, without group timing: 60 x 1.22 = 73 s, about group timing's 66 s a step
+  (benchmarks/results/grpo_step.json, AMD EPYC avx2), so the step's figure stands;
+- the teacher: 131.3 s / 96 judgements = 1.37 s, doubled for its own 768-token limit (it ran
+  at 384): 2.74 s.
+Each split here has 3 sizes (every built-in task's train and held-out sets). With 3 seeds:
+pilot 10 x 8 x 3 x 1.69 = 406 s; data 10 x (16 + 6) x 3 x 2.61 = 1,724 s; SFT 3 x 96 x 8.25
+= 2,375 s; GRPO 3 x 4 x 333.7 = 4,004 s; teacher 3 x (13 x 4 + 10 x 2) x 2.74 = 591 s; that
+is 9,099 s, which leaves 5,301 s for 9 (arm, seed) evaluations of 3 x (13 N + 10 x 2) x 1.22 s:
+N = 10 answers per (task, seed) cell (4,930 s; 11 would be 5,358). Total 14,030 s, 3.9 h
+(`plan_budget` does this arithmetic; the pilot stores it). Samples per arm: 300 on the
+training tasks, 30 per held-out task, 60 at held-out sizes.
 """
 from __future__ import annotations
 
@@ -45,7 +72,6 @@ import hashlib
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -54,22 +80,70 @@ from pathlib import Path
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-import learning  # noqa: E402  (the learning experiment: prompts, sampler, SFT settings)
+import learning  # noqa: E402  (the learning experiment's sampler, base settings)
 
-TRAIN_TASKS = learning.TRAIN_TASKS
-HELDOUT_TASK = learning.HELDOUT_TASK
-GOAL_SHARE = 0.20  # the issue's goal for the student's share faster on the training tasks
-MIN_SAMPLES = 200
+# The built-in CPU tasks but the held-out ones.
+TRAIN_TASKS = ("dgemm", "sgemm", "dgemv", "spmv", "dot", "transpose", "prefix_sum", "pdist",
+               "conv2d", "trsm")
+# Held out, named before the run, each checked against the training tasks' naive kernels
+# (src/perfgym/tasks/builtin/*/naive.c) and the prompts' worked examples (prompts/
+# worked_example/, prompts/transforms/: a row loop with a local sum and y[i] = sum, dgemv's;
+# a scalar reduction, dot's; a blocked loop; column sums):
+# - histogram: a scatter, counts[data[i]]++, after a clearing loop; no training task or worked
+#   example scatters. But perfgym's openmp template and the coder's worked example name its
+#   parallel fix in words (an array-section reduction, reduction(+:counts[:BINS])): histogram
+#   tests a technique the prompts mention, on a loop nest no training kernel has;
+# - jacobi2d: a time loop around a 5-point stencil over the interior and a copy back; no
+#   training task reads neighbours (transpose's 2-D nest moves each element once);
+# - stencil3d: a 3-D 7-point stencil with a boundary test inside the nest.
+# (spmv is a training task now: its row loop is dgemv's and the worked example's.)
+HELDOUT_TASKS = ("histogram", "jacobi2d", "stencil3d")
+TASKS = TRAIN_TASKS + HELDOUT_TASKS
+SPLITS = ("train", "heldout_sizes", "heldout_task")
+ARMS = ("base", "control", "grpo", "teacher")
+STUDENT = "grpo"  # the goal's student: SFT, then GRPO
+GOAL_SHARE = 0.20  # the goal: the student's share faster on the training tasks
+GOAL_TASKS = 4  # training tasks with faster samples from at least GOAL_TASK_SEEDS seeds
+GOAL_TASK_SEEDS = 2
+GOAL_SEEDS = 3
+FORGETTING = 0.10  # no task's correctness more than 10 points below the base model's
+BUDGET_SECONDS = 4 * 3600
+SIZES_PER_SPLIT = 3  # every built-in task has 3 train and 3 held-out sizes
+PILOT_PER_TASK = 8
+MAX_PAIRS_PER_TASK = 16
+MIX_PER_TASK = 6
+TEACHER_PER_TASK = 4
+HELDOUT_SIZES_PER_CELL = 2
+GRPO_STEPS = 4
+SFT_SEQUENCES = 96  # per seed: 32 steps of 3
 FAILURE_LOG = math.log(0.1)
-TEACHER_PER_TASK = 6  # the coder costs ~20x the student per token: a ceiling, not an arm
-# Kernels run on every core (the learning experiment ran them on one): the coder's speedups
-# are OpenMP's, and on one thread none of its answers to dot, prefix_sum, transpose and
-# histogram beat the naive kernel. GRPO's evaluation runs while its trainer waits.
+REPS = 2000  # bootstrap replicates
+COST = {"eval_s": (593.7 + 355.4 + 847.7) / 1476, "pilot_s": 135.2 / 80,
+        "data_s": 44.4 / 17, "sft_s": 296.9 / 36, "grpo_step_s": 4003.9 / 12,
+        "teacher_s": 2 * 131.3 / 96}
+# Kernels run on every core: the coder's speedups are OpenMP's (on one thread none of its
+# answers to dot, prefix_sum, transpose and histogram beat the naive kernel). The measure's
+# evaluations stop a kernel after 3 s and time it for 0.5 s.
 MEASURE_OVERRIDES = {"timeout": 3.0, "max_time": 0.5}
-# the speed reward; micro-batches of one group, so the shared-prefix update computes each
-# prompt once (benchmarks/update_speed.py)
-GRPO = {**learning.GRPO, "reward": "speed", "micro_batch": 4, "eval_overrides": {}}
-SFT = dict(learning.SFT)
+# the speed reward on the folded train sizes; micro-batches of one group (the shared-prefix
+# update computes each prompt once); 5 of the 10 prompts a step, so a step costs what it did
+GRPO = {**learning.GRPO, "task": ",".join(TRAIN_TASKS), "fixed_prompts": len(TRAIN_TASKS),
+        "groups_per_step": 5, "reward": "speed", "sizes": "train", "micro_batch": 4,
+        "eval_overrides": {}}
+SFT = {k: v for k, v in learning.SFT.items() if k != "max_steps"}  # steps: sft_steps()
+
+
+class InputError(Exception):
+    """Bad input to the experiment: one line, exit status 2."""
+
+
+def fail(message: str) -> None:
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def eval_config(measure: bool = False):
@@ -77,157 +151,614 @@ def eval_config(measure: bool = False):
     return EvalConfig(**(MEASURE_OVERRIDES if measure else {}))
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+def write_json(path: Path, data) -> None:
+    """Written whole or not at all (a kill -9 mid-write leaves no file a rerun trusts)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
 
 
-def is_faster(o) -> bool:
-    from perfgym.rewards import SPEED_BAND, faster
-    return bool(o.ok and o.speedup and faster(o) and o.speedup >= SPEED_BAND
-                and "baseline_copy" not in o.flags)
+# --- the plan ---------------------------------------------------------------------------------
+
+def plan_budget(seeds: int, steps: int = GRPO_STEPS, cost: dict = COST,
+                budget: float = BUDGET_SECONDS) -> dict:
+    """The answers per (task, seed) cell that fit the budget, after the stages whose size is
+    fixed (the module docstring's arithmetic). per_cell 0: the fixed stages alone do not fit."""
+    n = SIZES_PER_SPLIT
+    fixed = {"pilot": len(TRAIN_TASKS) * PILOT_PER_TASK * n * cost["pilot_s"],
+             "data": len(TRAIN_TASKS) * (MAX_PAIRS_PER_TASK + MIX_PER_TASK) * n * cost["data_s"],
+             "sft": seeds * SFT_SEQUENCES * cost["sft_s"],
+             "grpo": seeds * steps * cost["grpo_step_s"],
+             "eval_teacher": n * (len(TASKS) * TEACHER_PER_TASK
+                                  + len(TRAIN_TASKS) * HELDOUT_SIZES_PER_CELL) * cost["teacher_s"]}
+
+    def evals(per_cell: int) -> float:  # base, control, grpo x seeds
+        k = min(per_cell, HELDOUT_SIZES_PER_CELL)
+        return 3 * seeds * n * (len(TASKS) * per_cell + len(TRAIN_TASKS) * k) * cost["eval_s"]
+
+    per_cell = 0
+    while sum(fixed.values()) + evals(per_cell + 1) <= budget:
+        per_cell += 1
+    seconds = {**fixed, "eval_students": evals(per_cell)}
+    return {"per_cell": per_cell, "heldout_sizes_per_cell": min(per_cell, HELDOUT_SIZES_PER_CELL),
+            "samples_per_arm": per_cell * seeds * len(TRAIN_TASKS),
+            "estimated_seconds": {k: round(v) for k, v in seconds.items()},
+            "estimated_total_seconds": round(sum(seconds.values())), "budget_seconds": budget,
+            "cost_per_unit_seconds": {k: round(v, 3) for k, v in cost.items()}}
+
+
+def samples_needed(p0: float, p1: float = GOAL_SHARE) -> int | None:
+    """Samples per arm telling p1 from p0 (two proportions, 95% two-sided, 80% power), iid:
+    clustering by task needs more, which the clustered intervals show. None when p0 >= p1."""
+    from statistics import NormalDist
+    if p0 >= p1:
+        return None
+    z_a, z_b = NormalDist().inv_cdf(0.975), NormalDist().inv_cdf(0.8)
+    pbar = (p0 + p1) / 2
+    return math.ceil((z_a * math.sqrt(2 * pbar * (1 - pbar))
+                      + z_b * math.sqrt(p0 * (1 - p0) + p1 * (1 - p1))) ** 2 / (p1 - p0) ** 2)
+
+
+def sft_steps(records: int, batch_size: int = SFT["batch_size"]) -> int:
+    """SFT_SEQUENCES a seed, or two passes over fewer records."""
+    return max(1, math.ceil(min(SFT_SEQUENCES, 2 * records) / batch_size))
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"--seeds takes comma-separated integers, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise InputError(f"--seeds takes distinct integers >= 0, got {text!r}")
+    return seeds
+
+
+# --- judging ----------------------------------------------------------------------------------
+
+def kernel_code(task_name: str, answer: str) -> str | None:
+    """The kernel the gym judges in an answer, None when none extracts."""
+    from perfgym.backends import backend_for
+    from perfgym.extract import FormatError
+    from perfgym.tasks import get_task
+    task = get_task(task_name)
+    try:
+        return backend_for(task).extract(task, answer)
+    except (FormatError, ValueError):
+        return None
+
+
+def naive_copy(task_name: str, code: str) -> bool:
+    """The naive kernel handed back. The gym's flag (Outcome.flags 'baseline_copy', set by
+    evaluate.is_baseline_copy) compares the whole file up to comments and white space, and an
+    opened answer starts with perfgym's includes, which naive.c does not have: the naive
+    body as an opened answer is OK and never flagged. So the entry's body is compared too."""
+    from perfgym.evaluate import is_baseline_copy
+    from perfgym.extract import normalize
+    from perfgym.tasks import get_task
+    from perfgym.train.sft_data import opened_body
+    task = get_task(task_name)
+    if is_baseline_copy(task, code):
+        return True
+    mine, naive = opened_body(task, code), opened_body(task, task.baseline.read_text())
+    return mine is not None and naive is not None and normalize(mine) == normalize(naive)
+
+
+def folded_low(o) -> float | None:
+    """The evaluator's lower bound on the speedup, folded as the speedups are: the geometric
+    mean over the sizes of each size's bound (its speedup where it gives none); None when no
+    size gives one (a C kernel outside group timing), so the speedup alone decides."""
+    from perfgym.metrics import geomean
+    if o.speedup_low is not None or not o.per_size:
+        return o.speedup_low
+    if all(p.get("speedup_low") is None for p in o.per_size):
+        return None
+    lows = [p["speedup_low"] if p.get("speedup_low") is not None else p.get("speedup")
+            for p in o.per_size]
+    return 0.0 if any(v is None or v <= 0 for v in lows) else geomean(lows)
+
+
+def is_faster(o, copy: bool = False) -> bool:
+    """Correct at every size, the fold's speedup (a geometric mean) >= SPEED_BAND, faster by
+    the evaluator's bound where it gives one (rewards.faster's rule, on `folded_low`), and no
+    copy of the naive kernel (`copy`, or the gym's flag at any size: multisize.aggregate
+    carries neither flags nor bounds)."""
+    from perfgym.rewards import SPEED_BAND
+    flagged = "baseline_copy" in o.flags or any("baseline_copy" in (p.get("flags") or [])
+                                                 for p in o.per_size)
+    if not (o.ok and o.speedup) or copy or flagged:
+        return False
+    low = folded_low(o)
+    return (low if low is not None else o.speedup) > 1.0 and o.speedup >= SPEED_BAND
 
 
 def log_speedup(o) -> float:
     return math.log(max(o.speedup, 0.1)) if o.ok and o.speedup else FAILURE_LOG
 
 
-# --- stages -----------------------------------------------------------------------------------
-
-def make_data(out: Path, pairs_file: Path) -> None:
-    """Opened SFT records from the teacher's pairs (their fast kernels), verified again."""
-    from perfgym.executors import Request, evaluate_many
-    from perfgym.machine import machine_info
-    from perfgym.opening import answer_start
-    from perfgym.tasks import get_task
-    from perfgym.train.grpo import task_prompt
-    from perfgym.train.pairs import read_pairs
-    from perfgym.train.sft_data import opened_body, write_examples
-    pairs = [p for p in read_pairs(pairs_file) if p.task and p.task != HELDOUT_TASK]
-    machine, config = machine_info(), eval_config()
-    todo, skipped = [], {}
-    for p in pairs:
-        task = get_task(p.task)
-        body = opened_body(task, p.fast)
-        if body is None:
-            skipped[p.file_id] = "not the shape of an opened answer"
-            continue
-        todo.append((task, p, answer_start(task) + body))
-    outcomes = evaluate_many([Request(t, a, None, config) for t, _, a in todo], progress=True)
-    records = []
-    for (task, p, joined), o in zip(todo, outcomes):
-        if not is_faster(o):
-            skipped[p.file_id] = f"{o.status.value}, {o.speedup or 0:.2f}x here"
-            continue
-        records.append({"prompt": [{"role": "user", "content": task_prompt(
-                            task, "improve", None, machine, config)}],
-                        "completion": [{"role": "assistant", "content": joined + "\n```"}],
-                        "task": task.name, "kernel": p.file_id, "speedup": o.speedup})
-    if not records:
-        raise SystemExit(f"none of the {len(pairs)} teacher pairs verified faster in the opened "
-                         f"form; see {out / 'sft_skipped.json'}")
-    (out / "sft_skipped.json").write_text(json.dumps(skipped, indent=1))
-    write_examples(out / "sft_data.jsonl", records)
-    log(f"SFT data: {len(records)} kernels of {len({r['task'] for r in records})} tasks from "
-        f"{len(pairs)} pairs ({len(skipped)} left out, see sft_skipped.json)")
+def record(arm: str, seed: int, split: str, task: str, answer: str, o) -> dict:
+    """One per_sample record: `speedup` is the fold's (the geometric mean over the split's
+    sizes); `code` the kernel the gym judged (the answer itself when none extracts)."""
+    from perfgym.tasks import format_size
+    code = kernel_code(task, answer)
+    copy = code is not None and naive_copy(task, code)
+    sizes = [p.get("sizes") or {} for p in o.per_size] or [o.sizes]
+    return {"arm": arm, "seed": seed, "split": split, "task": task,
+            "sizes": "+".join(format_size(s) for s in sizes), "status": o.status.value,
+            "speedup": o.speedup, "faster": is_faster(o, copy), "naive_copy": copy,
+            "disturbed": bool(o.disturbed), "log_speedup": log_speedup(o), "code": code if code is not None else answer,
+            "answer_sha256": hashlib.sha256(answer.encode()).hexdigest()}
 
 
-def run_sft(out: Path, records: int) -> None:
-    from perfgym.train.sft import SFTSettings, train
-    # two passes over the teacher's kernels (12 steps of 3 took the suite's 36 in one)
-    steps = max(6, math.ceil(2 * records / SFT["batch_size"]))
-    train(SFTSettings(model_path=None, pairs=str(out / "sft_data.jsonl"),
-                      output_dir=str(out / "sft"), **{**SFT, "max_steps": steps}))
+def judge(answers: list[tuple[str, str]], which: str, config=None) -> list:
+    """Each answer's Outcome folded over its task's `which` sizes ("train" or "heldout"):
+    multisize.evaluate_folded, one batch per task."""
+    from functools import partial
 
-
-def judge(answers: list[tuple[str, str]], split: str) -> list[dict]:
-    """One record per answer (split heldout_sizes: folded over the task's held-out sizes)."""
-    from perfgym.executors import Request, evaluate_many
+    from perfgym.executors import evaluate_many
     from perfgym.multisize import evaluate_folded
-    from perfgym.tasks import format_size, get_task
-    config = eval_config(measure=True)
-    if split == "heldout_sizes":
-        judged = []
-        for name in dict.fromkeys(n for n, _ in answers):
-            task = get_task(name)
-            mine = [a for n, a in answers if n == name]
-            judged += zip([name] * len(mine), mine,
-                          evaluate_folded(task, [(a, config) for a in mine], task.heldout_sizes))
-        sizes = {n: "+".join(format_size(s) for s in get_task(n).heldout_sizes)
-                 for n, _ in answers}
-    else:
-        outcomes = evaluate_many([Request(get_task(n), a, None, config) for n, a in answers],
-                                 progress=True)
-        judged = [(n, a, o) for (n, a), o in zip(answers, outcomes)]
-        sizes = {n: format_size(get_task(n).default_size) for n, _ in answers}
-    return [{"split": split, "task": n, "size": sizes[n], "status": o.status.value,
-             "speedup": o.speedup, "faster": is_faster(o), "log_speedup": log_speedup(o),
-             "answer_sha256": hashlib.sha256(a.encode()).hexdigest()}
-            for n, a, o in judged]
+    from perfgym.tasks import get_task
+    config = config or eval_config(measure=True)
+    folded: dict[int, object] = {}
+    for name in dict.fromkeys(n for n, _ in answers):
+        task = get_task(name)
+        mine = [i for i, (n, _) in enumerate(answers) if n == name]
+        outcomes = evaluate_folded(task, [(answers[i][1], config) for i in mine],
+                                   task.sizes(which), executor=partial(evaluate_many,
+                                                                       progress=True))
+        folded.update(zip(mine, outcomes))
+    return [folded[i] for i in range(len(answers))]
 
 
-def run_pilot(out: Path, seeds: list[int], max_samples: int) -> dict:
-    """The base model's share faster on the training tasks, and the samples per arm that
-    tell GOAL_SHARE from it (two proportions, 95% two-sided, 80% power)."""
-    from statistics import NormalDist
-    path = out / "pilot.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    records = judge(learning.sample(base_model(), list(TRAIN_TASKS), learning.PILOT_PER_TASK,
-                                    seed=999), "train")
-    p0 = sum(r["faster"] for r in records) / len(records)
-    logs = [r["log_speedup"] for r in records]
-    z_a, z_b = NormalDist().inv_cdf(0.975), NormalDist().inv_cdf(0.8)
-    p1, pbar = GOAL_SHARE, (GOAL_SHARE + p0) / 2
-    needed = math.ceil((z_a * math.sqrt(2 * pbar * (1 - pbar))
-                        + z_b * math.sqrt(p0 * (1 - p0) + p1 * (1 - p1))) ** 2 / (p1 - p0) ** 2)
-    per_arm = max(MIN_SAMPLES, min(needed, max_samples))
-    cells = len(seeds) * len(TRAIN_TASKS)
-    plan = {"pilot_samples": len(records), "pilot_share_faster": p0,
-            "pilot_mean_log_speedup": statistics.fmean(logs),
-            "pilot_sd_log_speedup": statistics.pstdev(logs),
-            "samples_needed_for_goal": needed, "goal_share": GOAL_SHARE,
-            "per_cell": math.ceil(per_arm / cells),
-            "samples_per_arm": math.ceil(per_arm / cells) * cells,
-            "heldout_task_per_seed": math.ceil(learning.HELDOUT_TASK_SAMPLES / len(seeds)),
-            "heldout_sizes_per_cell": math.ceil(learning.HELDOUT_SIZE_SAMPLES / cells),
-            "records": records}
-    path.write_text(json.dumps(plan, indent=1))
-    return plan
-
+# --- stages -----------------------------------------------------------------------------------
 
 def base_model() -> Path:
     from perfgym.models import resolve_model
     return resolve_model(None)
 
 
+def run_pilot(out: Path, seeds: list[int], steps: int) -> None:
+    """The base model's answers on the training tasks (sampler seed 999, none of the arms'),
+    judged at the train sizes; the plan of the run."""
+    answers = learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK, seed=999,
+                              config=eval_config())
+    outcomes = judge(answers, "train")
+    records = [dict(record("pilot", 999, "train", n, a, o), answer=a)
+               for (n, a), o in zip(answers, outcomes)]
+    p0 = sum(r["faster"] for r in records) / len(records)
+    plan = plan_budget(len(seeds), steps)
+    plan.update(pilot_samples=len(records), pilot_share_faster=p0,
+                samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE)
+    write_json(out / "pilot.json", {**plan, "records": records})
+
+
+def opened_answer(task_name: str, code: str) -> str | None:
+    """The kernel as an opened answer (perfgym's opening, then its body), None when it does
+    not have that shape."""
+    from perfgym.opening import answer_start
+    from perfgym.tasks import get_task
+    from perfgym.train.sft_data import opened_body
+    task = get_task(task_name)
+    body = opened_body(task, code)
+    return None if body is None else answer_start(task) + body
+
+
+def usable_pairs(pairs: list, skipped: dict) -> list:
+    """The pairs of training tasks (a held-out task's never), one per distinct fast kernel,
+    MAX_PAIRS_PER_TASK a task taken round-robin over the runs they came from (so one run's
+    many draws do not fill a task). Why each other pair was left out goes into `skipped`."""
+    from perfgym.extract import normalize
+    by_task: dict[str, dict[str, list]] = {}
+    seen: set[tuple[str, str]] = set()
+    for p in pairs:
+        if p.task not in TRAIN_TASKS:
+            skipped[p.file_id] = ("a held-out task" if p.task in HELDOUT_TASKS
+                                  else f"not a training task ({p.task})")
+            continue
+        key = (p.task, normalize(p.fast))
+        if key in seen:
+            skipped[p.file_id] = "the same fast kernel as an earlier pair"
+            continue
+        seen.add(key)
+        by_task.setdefault(p.task, {}).setdefault(str(p.extra.get("run")), []).append(p)
+    kept = []
+    for task, runs in by_task.items():
+        queues, taken = [list(v) for v in runs.values()], []
+        while any(queues):
+            taken += [q.pop(0) for q in queues if q]
+        kept += taken[:MAX_PAIRS_PER_TASK]
+        for p in taken[MAX_PAIRS_PER_TASK:]:
+            skipped[p.file_id] = f"past {MAX_PAIRS_PER_TASK} pairs of {task}"
+    return kept
+
+
+def mix_from_pilot(records: list[dict]) -> dict[str, list[str]]:
+    """Anti-forgetting answers: per training task up to MIX_PER_TASK of the base model's own
+    distinct pilot kernels that are correct at every train size at about the naive kernel's
+    speed or better (fold >= 1 / SPEED_BAND), none a copy of the naive kernel.
+
+    Why these: they keep what the base model could do (dot and prefix_sum at 42 of 42 before
+    the first SFT took them to 0) with kernels it wrote itself. The naive body as an opened
+    answer would be the honest-looking alternative, but the gym does not flag it as a copy
+    (`naive_copy`): it would teach the student to hand back the kernel it is shown and count
+    that as correctness, so copies are left out, here and in the teacher's fill."""
+    from perfgym.extract import normalize
+    from perfgym.rewards import SPEED_BAND
+    mix: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for r in records:
+        task, code = r["task"], r["code"]
+        if task not in TRAIN_TASKS or r["status"] != "OK" or r["naive_copy"] \
+                or (r["speedup"] or 0.0) < 1.0 / SPEED_BAND or normalize(code) in seen:
+            continue
+        if len(mix.setdefault(task, [])) < MIX_PER_TASK:
+            seen.add(normalize(code))
+            mix[task].append(code)
+    return mix
+
+
+def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str, str]]:
+    """(task, kernel): the teacher's correct answers in search run stores, `need[task]` of each
+    training task at most, distinct, none a copy of the naive kernel (judged again later)."""
+    from perfgym.extract import normalize
+    from perfgym.store import RunStore
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for run_dir in run_dirs:
+        store = RunStore(run_dir)
+        try:
+            task = (store.config() or {}).get("task")
+            candidates = store.candidates() if need.get(task, 0) > 0 else []
+        finally:
+            store.close()
+        for c in candidates:
+            if need.get(task, 0) <= 0:
+                break
+            if c.op == "seed" or not c.ok or c.copied:
+                continue
+            code = kernel_code(task, c.completion)
+            if code is None or normalize(code) in seen or naive_copy(task, code):
+                continue
+            seen.add(normalize(code))
+            found.append((task, code))
+            need[task] -= 1
+    return found
+
+
+def sft_record(task_name: str, joined: str, prompts: dict, **extra) -> dict:
+    """An opened SFT record: the improve prompt GRPO and the evaluation send, and the answer."""
+    return {"prompt": [{"role": "user", "content": prompts[task_name]}],
+            "completion": [{"role": "assistant", "content": joined + "\n```"}],
+            "task": task_name, **extra}
+
+
+def improve_prompts(tasks) -> dict[str, str]:
+    """Each task's improve prompt, as GRPO's fixed mode and the evaluation send it."""
+    from perfgym.machine import machine_info
+    from perfgym.tasks import get_task
+    from perfgym.train.grpo import task_prompt
+    machine, config = machine_info(), eval_config()
+    return {t: task_prompt(get_task(t), "improve", None, machine, config) for t in tasks}
+
+
+def token_counts(records: list[dict]) -> list[int]:
+    """Each SFT record's tokens as SFT sees them: the student's chat template over its prompt
+    and answer."""
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model()))
+    texts = [tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=False)
+             for r in records]
+    return [len(tokenizer(t)["input_ids"]) for t in texts]
+
+
+def verified_records(todo: list[tuple[str, str, str, str]]) -> tuple[list[dict], dict]:
+    """todo: (task, opened answer, source, id). Pairs ("pair") are kept when faster, mix
+    answers when correct at about naive speed or better; all judged at the train sizes. A
+    record longer than SFT's max_length is left out before it is judged: SFT would cut its
+    answer short and teach the cut."""
+    from perfgym.rewards import SPEED_BAND
+    prompts = improve_prompts(dict.fromkeys(t for t, *_ in todo))
+    records = [sft_record(task, joined, prompts, source=source, kernel=ident)
+               for task, joined, source, ident in todo]
+    skipped, fits = {}, []
+    for r, n in zip(records, token_counts(records)):
+        if n > SFT["max_length"]:
+            skipped[r["kernel"]] = f"{n} tokens, past SFT's max_length {SFT['max_length']}"
+        else:
+            fits.append(r)
+    outcomes = judge([(r["task"], r["completion"][0]["content"].removesuffix("\n```"))
+                      for r in fits], "train")
+    kept = []
+    for r, o in zip(fits, outcomes):
+        keep = is_faster(o) if r["source"] == "pair" else \
+            (o.ok and (o.speedup or 0.0) >= 1.0 / SPEED_BAND)
+        if keep:
+            kept.append({**r, "speedup": o.speedup})
+        else:
+            skipped[r["kernel"]] = (f"{o.status.value}, {o.speedup or 0:.2f}x naive at the "
+                                    "train sizes")
+    return kept, skipped
+
+
+def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
+    """The SFT data: verified pairs and the anti-forgetting mix, never a held-out task."""
+    from perfgym.train.pairs import read_pairs
+    from perfgym.train.sft_data import write_examples
+    skipped: dict[str, str] = {}
+    pairs = usable_pairs(read_pairs(pairs_file), skipped)
+    todo = []
+    for p in pairs:
+        joined = opened_answer(p.task, p.fast)
+        if joined is None:
+            skipped[p.file_id] = "not the shape of an opened answer"
+        else:
+            todo.append((p.task, joined, "pair", p.file_id))
+    mix = mix_from_pilot(json.loads((out / "pilot.json").read_text())["records"])
+    for task, codes in mix.items():
+        todo += [(task, opened_answer(task, c), "mix_base", f"{task}/pilot#{i}")
+                 for i, c in enumerate(codes) if opened_answer(task, c)]
+    need = {t: MIX_PER_TASK - len(mix.get(t, [])) for t in TRAIN_TASKS}
+    for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
+        if (joined := opened_answer(task, code)) is not None:
+            todo.append((task, joined, "mix_teacher", f"{task}/runs#{i}"))
+    records, failed = verified_records(todo)
+    skipped.update(failed)
+    if leaked := {r["task"] for r in records} & set(HELDOUT_TASKS):
+        raise RuntimeError(f"held-out tasks in the SFT data: {sorted(leaked)}")
+    summary = data_summary(records, skipped)
+    write_json(out / "data.json", summary)
+    if not summary["pairs"]:
+        raise SystemExit(f"none of the {len(pairs)} usable pairs verified faster at the train "
+                         f"sizes; see {out / 'data.json'}")
+    write_examples(out / "sft_data.jsonl.tmp", records)
+    os.replace(out / "sft_data.jsonl.tmp", out / "sft_data.jsonl")
+    log(f"SFT data: {summary['pairs']} pairs of {len(summary['pairs_per_task'])} tasks, "
+        f"{summary['mix']} mixed-in answers ({len(skipped)} left out, see data.json)")
+
+
+def data_summary(records: list[dict], skipped: dict) -> dict:
+    """What the SFT data holds, per training task: pairs and mixed-in answers by source."""
+    per_task = {t: {s: sum(r["task"] == t and r["source"] == s for r in records)
+                    for s in ("pair", "mix_base", "mix_teacher")} for t in TRAIN_TASKS}
+    return {"records": len(records), "pairs": sum(r["source"] == "pair" for r in records),
+            "mix": sum(r["source"] != "pair" for r in records),
+            "pairs_per_task": {t: c["pair"] for t, c in per_task.items() if c["pair"]},
+            "mix_per_task": {t: {"base": c["mix_base"], "teacher": c["mix_teacher"]}
+                             for t, c in per_task.items()},
+            "skipped": skipped}
+
+
+def run_sft(out: Path, seed: int) -> None:
+    from perfgym.train.sft import SFTSettings, train
+    records = len((out / "sft_data.jsonl").read_text().splitlines())
+    train(SFTSettings(model_path=None, pairs=str(out / "sft_data.jsonl"),
+                      output_dir=str(out / f"sft_seed{seed}"), seed=seed,
+                      max_steps=sft_steps(records), **SFT))
+    (out / f"sft_seed{seed}" / "done").write_text("ok\n")
+
+
 def run_grpo(out: Path, seed: int, steps: int) -> None:
     from perfgym.train import grpo, recipes
-    values = dict(GRPO, steps=steps, model_path=str(out / "sft" / "merged"), seed=seed,
-                  output_dir=str(out / f"seed{seed}"))
+    values = dict(GRPO, steps=steps, model_path=str(out / f"sft_seed{seed}" / "merged"),
+                  seed=seed, output_dir=str(out / f"seed{seed}"))
     grpo.train(recipes._settings(grpo.GRPOSettings, values, "grpo"), resume=True)
     (out / f"seed{seed}" / "done").write_text("ok\n")
 
 
+def arm_model(out: Path, arm: str, seed: int) -> tuple:
+    """(model, sampling, prompt templates): the teacher with its own sampler and prompts."""
+    from perfgym.models import default_sampling, prompt_templates
+    if arm == "teacher":
+        return "coder", default_sampling("coder"), prompt_templates("coder")
+    model = {"base": base_model(), "control": out / f"sft_seed{seed}" / "merged",
+             "grpo": out / f"seed{seed}" / "final"}[arm]
+    return model, None, None
+
+
 def run_eval(out: Path, arm: str, seed: int, plan: dict) -> None:
-    """One arm's samples for one seed, every split, as one file (the stage's resume point)."""
+    """One arm's answers for one seed, every split, as one file (the stage's resume point)."""
     path = out / "eval" / f"{arm}_seed{seed}.json"
     if path.exists():
         return
-    model = {"base": base_model(), "control": out / "sft" / "merged",
-             "grpo": out / f"seed{seed}" / "final", "teacher": "coder"}[arm]
-    per_cell = TEACHER_PER_TASK if arm == "teacher" else plan["per_cell"]
-    held = TEACHER_PER_TASK if arm == "teacher" else plan["heldout_task_per_seed"]
-    answers = learning.sample(model, list(TRAIN_TASKS), per_cell, seed)
-    other = learning.sample(model, [HELDOUT_TASK], held, seed)
-    k = min(per_cell, plan["heldout_sizes_per_cell"])
-    resized = [a for t in TRAIN_TASKS for a in [x for x in answers if x[0] == t][:k]]
-    records = judge(answers, "train") + judge(resized, "heldout_sizes") + \
-        judge(other, "heldout_task")
-    for r in records:
-        r.update(arm=arm, seed=seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"arm": arm, "seed": seed, "model": str(model),
-                                "records": records}))
+    model, sampling, templates = arm_model(out, arm, seed)
+    n = TEACHER_PER_TASK if arm == "teacher" else plan["per_cell"]
+    answers = learning.sample(model, list(TASKS), n, seed, sampling, templates,
+                              config=eval_config())
+    train = [a for a in answers if a[0] in TRAIN_TASKS]
+    held = [a for a in answers if a[0] in HELDOUT_TASKS]
+    k = min(n, HELDOUT_SIZES_PER_CELL)
+    resized = [a for t in TRAIN_TASKS for a in [x for x in train if x[0] == t][:k]]
+    rows = []
+    for split, items, which in (("train", train, "train"), ("heldout_sizes", resized, "heldout"),
+                                ("heldout_task", held, "train")):
+        rows += [record(arm, seed, split, t, a, o)
+                 for (t, a), o in zip(items, judge(items, which))]
+    write_json(path, {"arm": arm, "seed": seed, "model": str(model), "records": rows})
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+def cells_of(rows: list[dict], arm: str, split: str, key: str = "faster") -> dict:
+    """(seed, task) -> the arm's values of `key` in that split."""
+    found: dict = {}
+    for r in rows:
+        if r["arm"] == arm and r["split"] == split:
+            found.setdefault((r["seed"], r["task"]), []).append(float(r[key]))
+    return found
+
+
+def clustered_bootstrap(arms: list[dict], reps: int = REPS, seed: int = 0):
+    """Bootstrap replicates of each arm's mean (metrics.arm_mean: over tasks of the mean over
+    seeds of each cell's mean), clustered by task and by seed: a replicate draws the tasks
+    with replacement, then for each drawn task its seeds with replacement, then the samples of
+    each drawn (seed, task) cell with replacement. The arms (dicts of (seed, task) -> values)
+    are drawn together, on the cells they share, so a difference of two arms' replicates is
+    paired by task and seed. Returns an array of shape (len(arms), reps)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    common = set.intersection(*(set(a) for a in arms))
+    tasks = sorted({t for _, t in common})
+    seeds_of = [sorted(s for s, tt in common if tt == t) for t in tasks]
+    n_seeds = np.array([len(s) for s in seeds_of])
+    width = int(n_seeds.max())
+    # every replicate's drawn tasks (reps x T) and, per drawn task, its drawn seeds (x S)
+    task_at = rng.integers(0, len(tasks), (reps, len(tasks)))
+    k = n_seeds[task_at][..., None]
+    seed_at = np.minimum((rng.random((reps, len(tasks), width)) * k).astype(int), k - 1)
+    used = np.arange(width) < k
+    out = np.empty((len(arms), reps))
+    for i, arm in enumerate(arms):
+        cells = [[np.asarray(arm[(s, t)], dtype=float) for s in ss]
+                 for t, ss in zip(tasks, seeds_of)]
+        n = np.zeros((len(tasks), width), dtype=int)
+        values = np.zeros((len(tasks), width, max(len(c) for row in cells for c in row)))
+        for t, row in enumerate(cells):
+            for j, c in enumerate(row):
+                n[t, j], values[t, j, :len(c)] = len(c), c
+        size = n[task_at[..., None], seed_at]  # each drawn cell's sample count
+        pick = np.minimum((rng.random(size.shape + (values.shape[2],)) * size[..., None])
+                          .astype(int), np.maximum(size, 1)[..., None] - 1)
+        drawn = values[task_at[..., None, None], seed_at[..., None], pick]
+        in_cell = np.arange(values.shape[2]) < size[..., None]
+        means = (drawn * in_cell).sum(-1) / np.maximum(size, 1)
+        out[i] = ((means * used).sum(-1) / n_seeds[task_at]).mean(-1)
+    return out
+
+
+def clustered_interval(cells: dict, reps: int = REPS, seed: int = 0) -> tuple:
+    """(mean, low, high): metrics.arm_mean and its 95% clustered bootstrap interval."""
+    import numpy as np
+
+    from perfgym.metrics import arm_mean
+    low, high = np.quantile(clustered_bootstrap([cells], reps, seed)[0], [0.025, 0.975])
+    return arm_mean(cells), float(low), float(high)
+
+
+def ci_clustered(rows: list[dict], reps: int = REPS) -> dict:
+    """Per arm and split: the share faster and the mean ln speedup with clustered intervals;
+    the train split's share also at the arm's top level (faster, faster_low, faster_high)."""
+    ci: dict = {}
+    for arm in [a for a in ARMS if any(r["arm"] == a for r in rows)]:
+        ci[arm] = {}
+        for split in SPLITS:
+            faster = cells_of(rows, arm, split)
+            if not faster:
+                continue
+            f, fl, fh = clustered_interval(faster, reps)
+            m, ml, mh = clustered_interval(cells_of(rows, arm, split, "log_speedup"), reps)
+            ci[arm][split] = {"samples": sum(map(len, faster.values())), "faster": f,
+                              "faster_low": fl, "faster_high": fh, "mean_log_speedup": m,
+                              "mean_log_speedup_low": ml, "mean_log_speedup_high": mh}
+        if "train" in ci[arm]:
+            ci[arm].update({k: ci[arm]["train"][k] for k in ("samples", "faster", "faster_low",
+                                                            "faster_high")})
+    return ci
+
+
+def comparisons(rows: list[dict], reps: int = REPS) -> dict:
+    """Differences in the share faster, paired by task and seed (clustered bootstrap)."""
+    import numpy as np
+    result = {}
+    for a, b in (("grpo", "control"), ("grpo", "base"), ("control", "base")):
+        for split in SPLITS:
+            x, y = cells_of(rows, a, split), cells_of(rows, b, split)
+            if not set(x) & set(y):
+                continue
+            draws = clustered_bootstrap([x, y], reps)
+            diff = draws[0] - draws[1]
+            low, high = np.quantile(diff, [0.025, 0.975])
+            common = set(x) & set(y)
+            result[f"{a}-{b}:{split}"] = {
+                "diff": float(np.mean([np.mean(x[k]) for k in common])
+                              - np.mean([np.mean(y[k]) for k in common])),
+                "low": float(low), "high": float(high)}
+    return result
+
+
+def correctness(rows: list[dict]) -> dict:
+    """arm -> task -> the share of its answers correct at every size (training tasks at the
+    train split, held-out tasks at the heldout_task split)."""
+    result: dict = {}
+    for r in rows:
+        if (r["split"] == "train") != (r["task"] in TRAIN_TASKS) or r["split"] == "heldout_sizes":
+            continue
+        cell = result.setdefault(r["arm"], {}).setdefault(r["task"], [0, 0])
+        cell[0] += r["status"] == "OK"
+        cell[1] += 1
+    return {arm: {t: ok / n for t, (ok, n) in sorted(tasks.items())}
+            for arm, tasks in result.items()}
+
+
+def forgetting(correct: dict, arms: tuple = ("control", "grpo")) -> list[dict]:
+    """The tasks whose correctness fell more than FORGETTING below the base model's."""
+    base = correct.get("base", {})
+    return [{"arm": arm, "task": t, "correct": c, "base": base[t]}
+            for arm in arms for t, c in correct.get(arm, {}).items()
+            if t in base and c < base[t] - FORGETTING - 1e-12]
+
+
+def faster_by_task(rows: list[dict], arm: str, split: str = "train") -> dict:
+    """task -> {faster, samples, seeds (with a faster sample), distinct (faster kernels)}."""
+    from perfgym.extract import normalize
+    result: dict = {}
+    for r in rows:
+        if r["arm"] != arm or r["split"] != split:
+            continue
+        cell = result.setdefault(r["task"], {"faster": 0, "samples": 0, "seeds": set(),
+                                             "distinct": set()})
+        cell["samples"] += 1
+        if r["faster"]:
+            cell["faster"] += 1
+            cell["seeds"].add(r["seed"])
+            cell["distinct"].add(normalize(r["code"]))
+    return {t: {**c, "seeds": sorted(c["seeds"]), "distinct": len(c["distinct"])}
+            for t, c in sorted(result.items())}
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _share(cell: dict) -> float:
+    return cell["faster"] / cell["samples"] if cell.get("samples") else 0.0
+
+
+def goal_check(rows: list[dict], ci: dict, correct: dict, forgot: list[dict],
+               sft_seeds: list[int], wall_seconds: float) -> list[tuple[bool, str]]:
+    """Issue 52's goal, one (passed, line) each, with its figure."""
+    s, b = ci.get(STUDENT, {}), ci.get("base", {}).get("faster")
+    if s.get("faster") is None or b is None:
+        first = (False, "no samples")
+    else:
+        first = (s["faster"] >= GOAL_SHARE and s["faster_low"] > b,
+                 f"{_pct(s['faster'])} [{_pct(s['faster_low'])}, {_pct(s['faster_high'])}], "
+                 f"base {_pct(b)}")
+    wide = [t for t, c in faster_by_task(rows, STUDENT).items()
+            if len(c["seeds"]) >= GOAL_TASK_SEEDS]
+    mine = faster_by_task(rows, STUDENT, "heldout_task")
+    base = faster_by_task(rows, "base", "heldout_task")
+    held = {t: (mine.get(t, {}), base.get(t, {})) for t in HELDOUT_TASKS}
+    above = [t for t, (x, y) in held.items() if x.get("samples") and _share(x) > _share(y)]
+    fell = "; ".join(f"{f['arm']} {f['task']} {_pct(f['correct'])} vs {_pct(f['base'])}"
+                     for f in forgot)
+    done = sorted({r["seed"] for r in rows if r["arm"] == STUDENT} & set(sft_seeds))
+    return [
+        (first[0], f"student ({STUDENT}) faster on the training tasks >= {GOAL_SHARE:.0%}, "
+                   f"its 95% lower bound (clustered) above the base model's share: {first[1]}"),
+        (len(wide) >= GOAL_TASKS, f">= {GOAL_TASKS} training tasks with faster samples from "
+                                  f">= {GOAL_TASK_SEEDS} seeds: {len(wide)} "
+                                  f"({', '.join(wide) or 'none'})"),
+        (bool(above), "above the base model on a held-out task: " + "; ".join(
+            f"{t} {_pct(_share(x))} vs {_pct(_share(y))}" for t, (x, y) in held.items())),
+        (bool(correct.get(STUDENT)) and not forgot,
+         f"no task's correctness more than {FORGETTING:.0%} below the base model's: "
+         f"{fell or 'none fell'}"),
+        (len(done) >= GOAL_SEEDS, f">= {GOAL_SEEDS} independent seeds (own SFT and GRPO): "
+                                  f"{len(done)} ({', '.join(map(str, done)) or 'none'})"),
+        (wall_seconds <= BUDGET_SECONDS,
+         f"the whole experiment <= 4 h: {wall_seconds / 3600:.2f} h"),
+    ]
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -239,183 +770,225 @@ def per_sample(out: Path) -> list[dict]:
     return rows
 
 
-def cells_of(rows: list[dict], arm: str, split: str, key: str) -> dict:
-    found: dict = {}
-    for r in rows:
-        if r["arm"] == arm and r["split"] == split:
-            found.setdefault((r["seed"], r["task"]), []).append(float(r[key]))
-    return found
+def peak_rss(rss: dict) -> dict:
+    """arm -> the largest peak RSS (MB) of the children that made it: its SFT, GRPO and
+    evaluation processes (each child's own ru_maxrss)."""
+    owners = {"base": ("eval_base_",), "control": ("sft_", "eval_control_"),
+              "grpo": ("grpo_", "eval_grpo_"), "teacher": ("eval_teacher_",),
+              "pilot": ("pilot",)}
+    return {arm: max(v for k, v in rss.items() if k.startswith(prefixes))
+            for arm, prefixes in owners.items() if any(k.startswith(prefixes) for k in rss)}
 
 
-def interval(cells: dict, reps: int = 4000, seed: int = 0) -> tuple[float, float, float]:
-    """(mean, low, high): metrics.arm_mean and its 95% percentile bootstrap, stratified as
-    metrics.bootstrap draws it (seeds, then samples within each cell)."""
-    import numpy as np
-
-    from perfgym.metrics import arm_mean
-    rng = np.random.default_rng(seed)
-    seeds = sorted({s for s, _ in cells})
-    tasks = sorted({t for _, t in cells})
-    arrays = {k: np.asarray(v) for k, v in cells.items()}
-    means = []
-    for _ in range(reps):
-        drawn = rng.choice(seeds, size=len(seeds), replace=True)
-        means.append(np.mean([np.mean([arrays[(s, t)][rng.integers(0, len(arrays[(s, t)]),
-                                                                  len(arrays[(s, t)]))].mean()
-                                        for s in drawn]) for t in tasks]))
-    low, high = np.quantile(means, [0.025, 0.975])
-    return arm_mean(cells), float(low), float(high)
-
-
-def report(out: Path, plan: dict, wall: dict, json_path: Path | None) -> str:
-    from perfgym.metrics import bootstrap
-    rows = per_sample(out)
-    arms = [a for a in ("base", "control", "grpo", "teacher") if any(r["arm"] == a
-                                                                      for r in rows)]
-    ci: dict = {}
-    for arm in arms:
-        ci[arm] = {}
-        for split in ("train", "heldout_sizes", "heldout_task"):
-            faster = cells_of(rows, arm, split, "faster")
-            if not faster:
-                continue
-            f, fl, fh = interval(faster)
-            m, ml, mh = interval(cells_of(rows, arm, split, "log_speedup"))
-            entry = {"samples": sum(map(len, faster.values())), "faster": f,
-                     "faster_low": fl, "faster_high": fh, "mean_log_speedup": m,
-                     "mean_log_speedup_low": ml, "mean_log_speedup_high": mh}
-            if split == "train":
-                ci[arm].update(entry)
-            ci[arm][split] = entry
-    comparisons = {}
-    for a, b in (("grpo", "control"), ("grpo", "base"), ("control", "base")):
-        for split in ("train", "heldout_sizes", "heldout_task"):
-            x, y = cells_of(rows, a, split, "faster"), cells_of(rows, b, split, "faster")
-            common = sorted(set(x) & set(y))
-            if common:
-                d = bootstrap({k: x[k] for k in common}, {k: y[k] for k in common})
-                comparisons[f"{a}-{b}:{split}"] = {"diff": d["diff"], "low": d["diff_low"],
-                                                   "high": d["diff_high"]}
-    label = {"base": "base model", "control": "SFT on the coder's pairs (= LR-0 control)",
+def table(ci: dict, correct: dict) -> str:
+    label = {"base": "base model", "control": "SFT (= the LR-0 control)",
              "grpo": "SFT, then GRPO (speed reward)", "teacher": "teacher (the coder)"}
-    lines = ["| arm | samples | faster than naive, training tasks [95% CI] | held-out sizes | "
-             f"held-out task ({HELDOUT_TASK}) | mean ln speedup (failures ln 0.1) |",
-             "|---|---|---|---|---|---|"]
-    for arm in arms:
-        c = ci[arm]
 
-        def share(split):
-            e = c.get(split)
-            return "-" if not e else f"{e['faster']:.1%} [{e['faster_low']:.1%}, " \
-                                     f"{e['faster_high']:.1%}]"
-        lines.append(f"| {label[arm]} | {c.get('samples', '-')} | {share('train')} | "
-                     f"{share('heldout_sizes')} | {share('heldout_task')} | "
-                     f"{c['mean_log_speedup']:+.2f} [{c['mean_log_speedup_low']:+.2f}, "
-                     f"{c['mean_log_speedup_high']:+.2f}] |" if "faster" in c else
-                     f"| {label[arm]} | - | - | {share('heldout_sizes')} | "
-                     f"{share('heldout_task')} | - |")
-    text = "\n".join(lines)
+    def share(c: dict, split: str) -> str:
+        e = c.get(split)
+        return "-" if not e else (f"{e['faster']:.1%} [{e['faster_low']:.1%}, "
+                                  f"{e['faster_high']:.1%}]")
+    lines = [("| arm | samples | faster, training tasks (every train size) [95% CI, "
+              "clustered] | held-out sizes | held-out tasks | mean ln speedup | OK, training "
+              "tasks |"), "|---|---|---|---|---|---|---|"]
+    for arm, c in ci.items():
+        train = c.get("train", {})
+        ok = [v for t, v in correct.get(arm, {}).items() if t in TRAIN_TASKS]
+        log_mean = f"{train['mean_log_speedup']:+.2f}" if train else "-"
+        ok_share = f"{sum(ok) / len(ok):.0%}" if ok else "-"
+        lines.append(f"| {label[arm]} | {train.get('samples', '-')} | {share(c, 'train')} | "
+                     f"{share(c, 'heldout_sizes')} | {share(c, 'heldout_task')} | {log_mean} | "
+                     f"{ok_share} |")
+    return "\n".join(lines)
+
+
+def task_table(correct: dict, faster: dict) -> str:
+    """Per task and arm: correct share (every size) and faster samples of all."""
+    arms = list(faster)
+    lines = ["| task | " + " | ".join(f"{a}: OK, faster" for a in arms) + " |",
+             "|---|" + "---|" * len(arms)]
+    for task in TASKS:
+        cells = []
+        for arm in arms:
+            c = faster[arm].get(task)
+            ok = correct.get(arm, {}).get(task)
+            cells.append("-" if c is None or ok is None else
+                         f"{ok:.0%}, {c['faster']}/{c['samples']}")
+        lines.append(f"| {task}{' (held out)' if task in HELDOUT_TASKS else ''} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
+              reps: int = REPS) -> dict:
+    rows = per_sample(out)
+    ci = ci_clustered(rows, reps)
+    correct = correctness(rows)
+    forgot = forgetting(correct)
+    data = json.loads((out / "data.json").read_text()) if (out / "data.json").exists() else {}
+    goals = goal_check(rows, ci, correct, forgot, seeds, sum(wall.values()))
+    return {
+        "measure": "share of samples faster than the naive kernel: correct at every size of "
+                   "the split, the geometric mean of the speedups over the sizes >= 1.1, faster "
+                   "by the evaluator's bound where it gives one, not the naive kernel handed "
+                   "back; secondary: mean ln(speedup), failures at ln(0.1); mean over tasks of "
+                   "the mean over seeds; 95% bootstrap clustered by task and by seed",
+        "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
+        "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
+        "forgetting": forgot,
+        "faster_by_task": {arm: {**faster_by_task(rows, arm),
+                                 **faster_by_task(rows, arm, "heldout_task")} for arm in ci},
+        "goal": [{"passed": p, "line": line} for p, line in goals],
+        "sft_data": {k: v for k, v in data.items() if k != "skipped"},
+        "evaluated": sorted(f.stem for f in (out / "eval").glob("*.json")),
+        "complete": all((out / "eval" / f"{a}_seed{s}.json").exists()
+                        for a in ("base", "control", "grpo") for s in seeds),
+        "pilot": {k: v for k, v in plan.items() if k != "records"},
+        "wall_seconds": wall, "peak_rss_mb": peak_rss(rss), "peak_rss_mb_by_child": rss,
+        "settings": {"sft_seeds": seeds, "heldout_tasks": list(HELDOUT_TASKS),
+                     "train_tasks": list(TRAIN_TASKS), "sft": SFT, "grpo": GRPO,
+                     "eval_sampling": learning.EVAL_SAMPLING,
+                     "measure_overrides": MEASURE_OVERRIDES,
+                     "teacher_per_task": TEACHER_PER_TASK, "pilot_per_task": PILOT_PER_TASK,
+                     "max_pairs_per_task": MAX_PAIRS_PER_TASK, "mix_per_task": MIX_PER_TASK},
+        "per_sample": rows}
+
+
+def report(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
+           json_path: Path | None, reps: int = REPS) -> str:
+    result = summarize(out, seeds, plan, wall, rss, reps)
+    text = table(result["ci_clustered"], result["correctness"]) + "\n\n" + task_table(
+        result["correctness"], result["faster_by_task"])
     (out / "table.md").write_text(text + "\n")
     if json_path is not None:
-        result = {"measure": "share of samples faster than the naive kernel (correct, by the "
-                             "evaluator's bound where it gives one, and >= 1.1x); secondary: "
-                             "mean ln(speedup), failures at ln(0.1); mean over tasks of the "
-                             "mean over seeds; 95% stratified bootstrap",
-                  "train_tasks": list(TRAIN_TASKS), "heldout_task": HELDOUT_TASK,
-                  "ci": ci, "comparisons": comparisons,
-                  # what has run: a run cut short (the session ended) resumes from its files
-                  "evaluated": sorted(f.stem for f in (out / "eval").glob("*.json")),
-                  "complete": all((out / "eval" / f"{a}_seed{s}.json").exists()
-                                  for a in ("base", "control", "grpo")
-                                  for s in sorted({r["seed"] for r in rows
-                                                   if r["arm"] != "teacher"})),
-                  "pilot": {k: v for k, v in plan.items() if k != "records"},
-                  "wall_seconds": wall,
-                  "settings": {"sft": SFT, "grpo": GRPO, "eval_sampling": learning.EVAL_SAMPLING,
-                               "measure_overrides": MEASURE_OVERRIDES,
-                               "teacher_per_task": TEACHER_PER_TASK},
-                  "per_sample": rows}
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    return text
+        write_json(json_path, result)
+    goal = [f"{'PASS' if g['passed'] else 'FAIL'}  {g['line']}" for g in result["goal"]]
+    return text + "\n\nGoal (issue 52):\n" + "\n".join(goal)
 
 
 # --- driver -----------------------------------------------------------------------------------
 
-def main() -> None:
+def run_child(argv: list[str]) -> float:
+    """Run one stage in a child process; its own peak RSS in MB (ru_maxrss of that child, from
+    os.wait4: RUSAGE_CHILDREN would give the largest child so far). The figure starts at this
+    driver's RSS at the fork, a few hundred MB at most against the models' GB."""
+    proc = subprocess.Popen(argv)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[2:])} failed (exit {proc.returncode})")
+    return round(usage.ru_maxrss / 1024, 1)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/learning_speed")
-    ap.add_argument("--pairs", default="runs/teacher/pairs.jsonl")
+    ap.add_argument("--pairs", default="runs/teacher/pairs.jsonl",
+                    help="perfgym pairs from-runs over the teacher's search run stores")
+    ap.add_argument("--runs", nargs="*", default=[], help="those run stores: the teacher's "
+                    "correct answers fill the anti-forgetting mix where the base has none")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--steps", type=int, default=4, help="GRPO steps per seed")
-    ap.add_argument("--max-samples", type=int, default=210)
+    ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true")
-    ap.add_argument("--grpo", type=int, help=argparse.SUPPRESS)  # a child: one GRPO seed
+    ap.add_argument("--pilot", action="store_true", help=argparse.SUPPRESS)  # children
+    ap.add_argument("--sft", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--grpo", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--eval", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
+    """The seeds; an InputError names the first bad input."""
+    from perfgym.store import RunStore
+    seeds = parse_seeds(args.seeds)
+    if args.steps < 1:
+        raise InputError(f"--steps is at least 1, got {args.steps}")
+    if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
+        raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
+                         f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
+    if args.pilot or args.sft is not None or args.grpo is not None or args.eval:
+        return seeds  # a child of the run: the driver checked the rest
+    if args.report_only:
+        if not (out / "pilot.json").is_file():
+            raise InputError(f"nothing to report in {out}: no pilot.json")
+        return seeds
+    if not Path(args.pairs).is_file():
+        raise InputError(f"no pairs at {args.pairs}: perfgym pairs from-runs RUN_DIRS --out "
+                         f"{args.pairs} first")
+    from perfgym.train.pairs import read_pairs
     try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        print(f"--seeds takes comma-separated integers, got {args.seeds!r}", file=sys.stderr)
-        sys.exit(2)
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    if args.grpo is not None:
-        run_grpo(out, args.grpo, args.steps)
-        return
-    if args.eval:
-        run_eval(out, args.eval[0], int(args.eval[1]), json.loads((out / "pilot.json")
-                                                                    .read_text()))
-        return
-    wall_file = out / "wall.json"
-    wall = json.loads(wall_file.read_text()) if wall_file.exists() else {}
+        tasks = {p.task for p in read_pairs(args.pairs)}
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if not tasks & set(TRAIN_TASKS):
+        raise InputError(f"{args.pairs} holds no pair of a training task "
+                         f"({', '.join(TRAIN_TASKS)})")
+    for run in args.runs:
+        if not RunStore.exists(Path(run)):
+            raise InputError(f"--runs {run} holds no search run (no run store)")
+    return seeds
 
-    def stage(name: str, work) -> None:
+
+def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rss: dict) -> None:
+    """Every stage not done yet, in order; each child's seconds and peak RSS recorded."""
+    base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
+            "--steps", str(args.steps)]
+
+    def stage(name: str, done: Path, flags: list[str] | None = None, work=None) -> None:
+        if done.exists():
+            return
+        log(name)
         started = time.monotonic()
-        work()
-        wall[name] = round(wall.get(name, 0.0) + time.monotonic() - started, 1)
-        wall_file.write_text(json.dumps(wall, indent=1))
+        if flags is not None:
+            rss[name] = run_child(base + flags)
+            write_json(out / "rss.json", rss)
+        else:
+            work()
+        key = name.rsplit("_seed", 1)[0]
+        wall[key] = round(wall.get(key, 0.0) + time.monotonic() - started, 1)
+        write_json(out / "wall.json", wall)
 
-    def child(*extra: str) -> None:
-        subprocess.run([sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
-                        "--steps", str(args.steps), *extra], check=True)
+    stage("pilot", out / "pilot.json", ["--pilot"])
+    stage("data", out / "sft_data.jsonl",
+          work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs]))
+    for s in seeds:
+        stage(f"sft_seed{s}", out / f"sft_seed{s}" / "done", ["--sft", str(s)])
+    for arm in ("base", "control"):
+        for s in seeds:
+            stage(f"eval_{arm}_seed{s}", out / "eval" / f"{arm}_seed{s}.json",
+                  ["--eval", arm, str(s)])
+    for s in seeds:
+        stage(f"grpo_seed{s}", out / f"seed{s}" / "done", ["--grpo", str(s)])
+        stage(f"eval_grpo_seed{s}", out / "eval" / f"grpo_seed{s}.json",
+              ["--eval", "grpo", str(s)])
+    stage(f"eval_teacher_seed{seeds[0]}", out / "eval" / f"teacher_seed{seeds[0]}.json",
+          ["--eval", "teacher", str(seeds[0])])
 
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    out = Path(args.out).resolve()
+    try:
+        seeds = check_inputs(args, out)
+    except InputError as exc:
+        fail(str(exc))
+    out.mkdir(parents=True, exist_ok=True)
+    if args.pilot:
+        return run_pilot(out, seeds, args.steps)
+    if args.sft is not None:
+        return run_sft(out, args.sft)
+    if args.grpo is not None:
+        return run_grpo(out, args.grpo, args.steps)
+    if args.eval:
+        return run_eval(out, args.eval[0], int(args.eval[1]),
+                        json.loads((out / "pilot.json").read_text()))
+    wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
+    rss = json.loads((out / "rss.json").read_text()) if (out / "rss.json").exists() else {}
     if not args.report_only:
-        pairs = Path(args.pairs)
-        if not pairs.is_file():
-            print(f"no teacher pairs at {pairs}: run python benchmarks/teacher_data.py first",
-                  file=sys.stderr)
-            sys.exit(2)
-        if not (out / "sft_data.jsonl").exists():
-            log("SFT data from the teacher's pairs")
-            stage("data", lambda: make_data(out, pairs))
-        if not (out / "sft" / "merged" / "config.json").exists():
-            records = len((out / "sft_data.jsonl").read_text().splitlines())
-            log(f"SFT (LoRA) of the default model on {records} kernels")
-            stage("sft", lambda: run_sft(out, records))
-        log("pilot and power analysis")
-        stage("pilot", lambda: run_pilot(out, seeds, args.max_samples))
-        plan = json.loads((out / "pilot.json").read_text())
-        log(f"pilot: base model {plan['pilot_share_faster']:.1%} faster; {GOAL_SHARE:.0%} needs "
-            f"{plan['samples_needed_for_goal']} per arm; taking {plan['samples_per_arm']}")
-        for arm in ("base", "control"):
-            for seed in seeds:
-                if not (out / "eval" / f"{arm}_seed{seed}.json").exists():
-                    log(f"evaluating {arm}, seed {seed}")
-                    stage(f"eval_{arm}", lambda: child("--eval", arm, str(seed)))
-        for seed in seeds:
-            if not (out / f"seed{seed}" / "done").exists():
-                log(f"GRPO, seed {seed} ({args.steps} steps, speed reward)")
-                stage("grpo", lambda: child("--grpo", str(seed)))
-            if not (out / "eval" / f"grpo_seed{seed}.json").exists():
-                log(f"evaluating grpo, seed {seed}")
-                stage("eval_grpo", lambda: child("--eval", "grpo", str(seed)))
-        if not (out / "eval" / f"teacher_seed{seeds[0]}.json").exists():
-            log("evaluating the teacher (the coder), one seed")
-            stage("eval_teacher", lambda: child("--eval", "teacher", str(seeds[0])))
+        stages(args, out, seeds, wall, rss)
     plan = json.loads((out / "pilot.json").read_text())
-    print(report(out, plan, wall, Path(args.json) if args.json else None))
+    print(report(out, seeds, plan, wall, rss, Path(args.json) if args.json else None))
 
 
 if __name__ == "__main__":

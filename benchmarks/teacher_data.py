@@ -12,10 +12,10 @@ prefix_sum, transpose and histogram beat the naive kernel (its speedups are Open
 runs are the cache: a finished run is
 skipped, a killed one is resumed (`--resume`), so a rerun does only what is missing. Then
 `perfgym pairs from-runs` turns the verified, faster children into `--out/pairs.jsonl`, the
-held-out task excluded. `--out/cost.json` says what each run cost (wall seconds, answers).
+held-out tasks excluded. `--out/cost.json` says what each run cost (wall seconds, answers).
 
-The held-out task is run too, last: its answers never become pairs (`--exclude`), but with it
-the runs are the coder's one-shot yield over all 13 tasks, in `default_yield.py`'s row form
+The held-out tasks are run too, last: their answers never become pairs (`--exclude`), but with
+them the runs are the coder's one-shot yield over all 13 tasks, in `default_yield.py`'s row form
 (`--out/yield.json`): parse, compile, correct, faster than naive, best speedup per task.
 
 Sampling, not a longer search, by measurement: on this 2-core CPU the coder generates about
@@ -34,9 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-HELDOUT_TASKS = ("spmv",)  # the learning experiment's held-out task: never in the pairs
-# the student's training tasks first (their pairs matter most), then the rest of the suite
-FIRST = ("dot", "dgemv", "prefix_sum", "transpose", "histogram")
+# the learning-speed experiment's held-out tasks (never in the pairs) and its training tasks,
+# run first (their pairs matter most); one definition, in learning_speed.py
+from learning_speed import HELDOUT_TASKS  # noqa: E402
+from learning_speed import TRAIN_TASKS as FIRST  # noqa: E402
 
 
 def teacher_tasks() -> list[str]:
@@ -126,7 +127,7 @@ def main() -> None:
     ap.add_argument("--yield-into", type=Path, default=None, help="add the coder's yield row "
                     "to this default_yield.py results file (its setting named after the model)")
     ap.add_argument("--tasks", default=None, help="comma-separated (default: every built-in "
-                    "task but the held-out one)")
+                    "task but the held-out ones)")
     args = ap.parse_args()
     tasks = args.tasks.split(",") if args.tasks else teacher_tasks()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -110,8 +110,12 @@ def run_sft(out: Path) -> None:
                       output_dir=str(out / "sft"), **SFT))
 
 
-def sample(model: Path, tasks: list[str], per_task: int, seed: int) -> list[tuple[str, str]]:
-    """(task, answer) pairs: `per_task` opened answers to each task's improve prompt."""
+def sample(model: Path | str, tasks: list[str], per_task: int, seed: int,
+           sampling: dict | None = None, templates: Path | None = None,
+           config=None) -> list[tuple[str, str]]:
+    """(task, answer) pairs: `per_task` opened answers to each task's improve prompt, drawn
+    with `sampling` (default EVAL_SAMPLING) from the prompt `templates` give (default
+    perfgym's), the prompt built under `config` (default this experiment's eval_config)."""
     from perfgym.machine import machine_info
     from perfgym.opening import answer_start, full_answer
     from perfgym.policies.openvino import OpenVINOPolicy
@@ -119,15 +123,15 @@ def sample(model: Path, tasks: list[str], per_task: int, seed: int) -> list[tupl
     from perfgym.train.grpo import task_prompt
     policy = OpenVINOPolicy(model, cache_gb=4)
     policy.seed = seed * 1000  # the control and the trained policy of a seed share it
-    machine, config = machine_info(), eval_config()
+    machine, config = machine_info(), config or eval_config()
     ts = [get_task(n) for n in tasks]
-    prompts = [task_prompt(t, "improve", None, machine, config) for t in ts]
+    prompts = [task_prompt(t, "improve", None, machine, config, templates) for t in ts]
     openings = [answer_start(t) for t in ts]
     answers: list[tuple[str, str]] = []
     left = per_task
     while left > 0:
         n = min(CHUNK, left)
-        groups = policy.generate(prompts, n, openings=openings, **EVAL_SAMPLING)
+        groups = policy.generate(prompts, n, openings=openings, **(sampling or EVAL_SAMPLING))
         answers += [(t.name, full_answer(o, c)) for t, o, g in zip(ts, openings, groups)
                     for c in g]
         left -= n

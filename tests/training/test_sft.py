@@ -43,3 +43,31 @@ def test_pair_becomes_prompt_and_completion():
     # chat turns, so TRL wraps them in the chat template the policies and GRPO use
     assert ex["prompt"][0]["role"] == "user" and "void slow(){}" in ex["prompt"][0]["content"]
     assert ex["completion"] == [{"role": "assistant", "content": "```c\nvoid fast(){}\n```"}]
+
+
+def test_the_seed_sets_both_the_lora_init_and_the_data_order(tmp_path):
+    """SFTSettings.seed makes an SFT run its own: the learning-speed experiment's seeds each
+    train their own SFT, so another seed must draw another LoRA init and data order, and the
+    same seed the same ones (a rerun is that run again)."""
+    pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
+    from tiny_model import build_tiny_model
+
+    from perfgym.train import sft
+    from perfgym.train.pairs import starter_set, write_pairs
+    model_dir = build_tiny_model(tmp_path / "tiny")
+    data = tmp_path / "pairs.jsonl"
+    write_pairs(data, starter_set()[:8])
+
+    def start(seed: int):
+        trainer = sft.build(sft.SFTSettings(
+            model_path=str(model_dir), pairs=str(data), output_dir=str(tmp_path / f"s{seed}"),
+            max_steps=2, batch_size=2, warmup_steps=0, max_length=1024, seed=seed))
+        init = [p.detach().clone() for n, p in trainer.model.named_parameters()
+                if "lora_A" in n]
+        order = [b["input_ids"].tolist() for b in trainer.get_train_dataloader()]
+        return init, order
+
+    (init1, order1), (again1, same1), (init2, order2) = start(1), start(1), start(2)
+    assert all(torch.equal(a, b) for a, b in zip(init1, again1)) and order1 == same1
+    assert not any(torch.equal(a, b) for a, b in zip(init1, init2))
+    assert order1 != order2

@@ -1,0 +1,352 @@
+"""The learning-speed experiment's plan, records, data selection, statistics and goal check
+(benchmarks/learning_speed.py; no model, no kernel timed: outcomes are made here)."""
+import hashlib
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgym.multisize import aggregate
+from perfgym.opening import answer_start
+from perfgym.outcome import Outcome, Status
+from perfgym.tasks import builtin_names, get_task
+from perfgym.train.pairs import Pair
+from perfgym.train.sft_data import opened_body
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+spec = importlib.util.spec_from_file_location("learning_speed", BENCHMARKS / "learning_speed.py")
+ls = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ls)
+
+FAST_DOT = """    double s0 = 0.0, s1 = 0.0;
+    int i = 0;
+    for (; i + 1 < N; i += 2) {
+        s0 += x[i] * y[i];
+        s1 += x[i + 1] * y[i + 1];
+    }
+    for (; i < N; i++)
+        s0 += x[i] * y[i];
+    out[0] = s0 + s1;
+}"""
+
+
+def opened(task: str, body: str) -> str:
+    return answer_start(get_task(task)) + body + "\n```"
+
+
+def naive_opened(task: str) -> str:
+    t = get_task(task)
+    return opened(task, opened_body(t, t.baseline.read_text()))
+
+
+def folded(speedups, status=Status.OK, flags=(), low=None) -> Outcome:
+    """An Outcome folded as multisize.aggregate folds one, from per-size speedups."""
+    parts = [Outcome(status=status if i == 0 else Status.OK, task="dot", sizes={"N": n},
+                     speedup=s, gflops=1.0, flags=list(flags), speedup_low=low)
+             for i, (n, s) in enumerate(zip((4000000, 3999971, 100003), speedups))]
+    return aggregate(parts)
+
+
+# --- tasks and plan ---------------------------------------------------------------------------
+
+def test_tasks_split_the_builtin_cpu_suite_and_the_teacher_holds_out_the_same():
+    import teacher_data
+    assert set(ls.TRAIN_TASKS) | set(ls.HELDOUT_TASKS) == set(builtin_names())
+    assert not set(ls.TRAIN_TASKS) & set(ls.HELDOUT_TASKS)
+    assert set(teacher_data.HELDOUT_TASKS) == set(ls.HELDOUT_TASKS) == {
+        "histogram", "jacobi2d", "stencil3d"}
+    assert teacher_data.teacher_tasks()[-3:] == list(ls.HELDOUT_TASKS)  # run last
+    for name in ls.TASKS:  # the plan's arithmetic counts 3 sizes a split
+        task = get_task(name)
+        assert len(task.train_sizes) == len(task.heldout_sizes) == ls.SIZES_PER_SPLIT
+
+
+def test_plan_fits_four_hours_and_takes_the_most_answers_that_fit():
+    plan = ls.plan_budget(3)
+    assert plan["per_cell"] == 10 and plan["samples_per_arm"] == 300
+    assert plan["estimated_total_seconds"] <= ls.BUDGET_SECONDS
+    # one more answer per cell would not fit
+    bigger = dict(ls.COST, eval_s=ls.COST["eval_s"] * 11 / 10)
+    assert ls.plan_budget(3, cost=bigger)["per_cell"] < 11
+    assert ls.plan_budget(3, steps=8)["per_cell"] < plan["per_cell"]  # GRPO steps cost answers
+    assert ls.plan_budget(6)["per_cell"] == 0  # six seeds' SFT and GRPO alone do not fit
+    assert ls.sft_steps(500) == 32 and ls.sft_steps(10) == 7  # a cap, or two passes
+
+
+def test_grpo_settings_train_on_the_speed_reward_folded_over_train_sizes():
+    import ast
+
+    import perfgym
+    # GRPOSettings' fields, read from its source (importing perfgym.train.grpo takes seconds)
+    tree = ast.parse((Path(perfgym.__file__).parent / "train" / "grpo.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GRPOSettings")
+    fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)}
+    assert set(ls.GRPO) <= fields and {"steps", "model_path", "seed", "output_dir"} <= fields
+    assert (ls.GRPO["sizes"], ls.GRPO["reward"]) == ("train", "speed")
+    assert set(ls.GRPO["task"].split(",")) == set(ls.TRAIN_TASKS)
+
+
+# --- records ----------------------------------------------------------------------------------
+
+def test_per_sample_records_fold_every_train_size_and_keep_the_kernel():
+    fast = opened("dot", FAST_DOT)
+    cases = [  # (answer, outcome, faster)
+        (fast, folded([1.5, 1.4, 1.3]), True),
+        (fast, folded([2.0, 2.0, 0.25]), False),  # fast at two sizes, geomean 1.0
+        (fast, folded([1.5, 1.5, 1.5], low=0.98), False),  # the evaluator's bound says no
+        (fast, folded([1.05, 1.05, 1.05]), False),  # inside the noise band
+        (fast, folded([1.5, 1.5, 1.5], flags=["baseline_copy"]), False),  # the gym's flag
+        (naive_opened("dot"), folded([1.2, 1.2, 1.2]), False),  # an opened copy, unflagged
+        (fast, folded([None, 1.5, 1.5], status=Status.WRONG_ANSWER), False),
+        ("no code here", Outcome(status=Status.FORMAT_ERROR, task="dot", sizes={}), False),
+    ]
+    rows = [ls.record("grpo", 2, "train", "dot", a, o) for a, o, _ in cases]
+    required = {"arm", "seed", "split", "task", "status", "speedup", "faster", "code",
+                "answer_sha256"}
+    for r, (answer, o, faster) in zip(rows, cases):
+        assert required <= set(r)
+        assert (r["arm"], r["seed"], r["split"], r["task"]) == ("grpo", 2, "train", "dot")
+        assert r["faster"] is faster
+        assert r["answer_sha256"] == hashlib.sha256(answer.encode()).hexdigest()
+        assert r["status"] == o.status.value
+    assert rows[0]["speedup"] == pytest.approx((1.5 * 1.4 * 1.3) ** (1 / 3))
+    assert rows[0]["sizes"] == "N=4000000+N=3999971+N=100003"
+    assert "s0 + s1" in rows[0]["code"] and "```" not in rows[0]["code"]
+    assert rows[5]["naive_copy"] and not rows[0]["naive_copy"]
+    assert rows[6]["log_speedup"] == math.log(0.1) and rows[6]["speedup"] is None
+    assert rows[7]["code"] == "no code here"
+
+
+# --- the SFT data -----------------------------------------------------------------------------
+
+def pair(task: str, fast: str, run: str = "r1") -> Pair:
+    return Pair("k", f"{task}/{run}#{fast[:12]}", "d", "slow", fast, "c", task, 1.5,
+                {"run": run})
+
+
+def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
+    dot = get_task("dot")
+    fast_code = answer_start(dot).removeprefix("```c\n") + FAST_DOT
+    pairs = [pair("histogram", "void histogram_optimized() {}"), pair("dot", fast_code),
+             pair("jacobi2d", "void jacobi2d_optimized() {}"), pair("dot", fast_code, "r2"),
+             pair(None, "void f() {}")]
+    pairs_file = tmp_path / "pairs.jsonl"
+    pairs_file.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs))
+    long_dot = "    /* " + "two sums, " * 12 + "*/\n" + FAST_DOT
+    short_dot = "    double s = 0.0;\n    for (int i = 0; i < N; i++) s += x[i] * y[i];\n" \
+        "    out[0] = s;\n}"
+    pilot = [dict(ls.record("pilot", 999, "train", t, opened(t, body), folded([1.0, 1.0, 1.0])),
+                  answer="")
+             for t, body in (("dot", long_dot), ("dot", short_dot),
+                             ("histogram", "    return;\n}"), ("stencil3d", "    return;\n}"))]
+    (tmp_path / "pilot.json").write_text(json.dumps({"records": pilot}))
+    judged = []
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "token_counts", lambda records: [
+        len(r["completion"][0]["content"]) // 3 for r in records])
+    monkeypatch.setitem(ls.SFT, "max_length", 130)  # the long pilot answer does not fit
+    monkeypatch.setattr(ls, "judge", lambda items, which: judged.extend(items) or [
+        folded([1.5, 1.5, 1.5]) for _ in items])
+    ls.make_data(tmp_path, pairs_file, [])
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert {t for t, _ in judged} == {r["task"] for r in records} == {"dot"}
+    assert [r["source"] for r in records] == ["pair", "mix_base"]  # one pair: a duplicate
+    assert records[0]["prompt"][0]["content"] == "improve dot"
+    assert records[0]["completion"][0]["content"].endswith("out[0] = s0 + s1;\n}\n```")
+    data = json.loads((tmp_path / "data.json").read_text())
+    assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0}
+    assert set(data["mix_per_task"]) == set(ls.TRAIN_TASKS)  # every training task, 0 or not
+    assert data["skipped"]["histogram/r1#void histogr"] == "a held-out task"
+    assert "past SFT's max_length 130" in data["skipped"]["dot/pilot#0"]
+    assert "s += x[i] * y[i];" in records[1]["completion"][0]["content"]
+    assert len(judged) == 2  # the long answer was never judged
+
+
+def test_the_mix_takes_correct_answers_at_about_naive_speed_but_no_copy():
+    def rec(task, status, speedup, copy=False, code="k"):
+        return {"task": task, "status": status, "speedup": speedup, "naive_copy": copy,
+                "code": code}
+    records = [rec("dot", "OK", 1.0, code="a"), rec("dot", "OK", 1.0, code="a "),  # same kernel
+               rec("dot", "OK", 0.5, code="b"), rec("dot", "OK", 1.0, copy=True, code="c"),
+               rec("dot", "WRONG_ANSWER", None, code="d"), rec("spmv", "OK", 0.95, code="e"),
+               rec("histogram", "OK", 1.0, code="f")]
+    assert ls.mix_from_pilot(records) == {"dot": ["a"], "spmv": ["e"]}
+
+
+def test_pairs_are_capped_per_task_round_robin_over_runs(monkeypatch):
+    monkeypatch.setattr(ls, "MAX_PAIRS_PER_TASK", 3)
+    pairs = [pair("dot", f"void f{i}() {{}}", "r1") for i in range(4)] + \
+        [pair("dot", f"void g{i}() {{}}", "r2") for i in range(2)] + \
+        [pair("dot", "void f0() {}", "r2")]  # r1's first kernel again
+    kept = ls.usable_pairs(pairs, skipped := {})
+    assert [p.fast for p in kept] == ["void f0() {}", "void g0() {}", "void f1() {}"]
+    assert sorted(skipped.values()) == ["past 3 pairs of dot"] * 3 + [
+        "the same fast kernel as an earlier pair"]
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+def width(cells, reps=400):
+    _, low, high = ls.clustered_interval(cells, reps=reps)
+    return high - low
+
+
+def test_clustered_bootstrap_is_wider_when_samples_cluster_by_task_or_seed():
+    tasks, seeds = [f"t{i}" for i in range(6)], [1, 2, 3]
+    half = [1.0] * 5 + [0.0] * 5
+    iid = {(s, t): half for s in seeds for t in tasks}  # every cell the same mix
+    by_task = {(s, t): [1.0 if i < 3 else 0.0] * 10 for s in seeds for i, t in enumerate(tasks)}
+    by_seed = {(s, t): [1.0 if s == 1 else 0.0] * 15 for s in seeds for t in tasks}
+    for cells in (iid, by_task):
+        assert ls.clustered_interval(cells, reps=50)[0] == 0.5
+    assert width(by_task) > 3 * width(iid)  # the same 180 samples and share, not independent
+    assert width(by_seed) > 3 * width(iid)
+    assert width({k: [1.0] * 4 for k in iid}) == 0.0
+    draws = ls.clustered_bootstrap([by_task, by_task], reps=50)
+    assert (draws[0] == draws[1]).all()  # arms are drawn together: paired by task and seed
+
+
+def rows_for(arm, tasks, seeds, faster=lambda t, s, i: False, ok=lambda t, s, i: True,
+             split="train", n=4):
+    return [{"arm": arm, "seed": s, "split": split, "task": t, "faster": faster(t, s, i),
+             "status": "OK" if ok(t, s, i) else "WRONG_ANSWER", "code": f"{t}{s}{i}",
+             "log_speedup": 0.0} for t in tasks for s in seeds for i in range(n)]
+
+
+def goal_rows(fast_tasks=4, held_faster=True, dot_ok=4):
+    train = list(ls.TRAIN_TASKS)
+    rows = rows_for("base", train, [1, 2, 3]) + rows_for("base", ls.HELDOUT_TASKS, [1, 2, 3],
+                                                         split="heldout_task")
+    rows += rows_for("grpo", train, [1, 2, 3],
+                     faster=lambda t, s, i: train.index(t) < fast_tasks and s < 3 and i == 0,
+                     ok=lambda t, s, i: t != "dot" or i < dot_ok)
+    rows += rows_for("grpo", ls.HELDOUT_TASKS, [1, 2, 3], split="heldout_task",
+                     faster=lambda t, s, i: held_faster and t == "jacobi2d" and i == 0)
+    return rows
+
+
+def check(rows, ci=None, seeds=(1, 2, 3), wall=10000.0):
+    ci = ci or {"grpo": {"faster": 0.3, "faster_low": 0.12, "faster_high": 0.5},
+                "base": {"faster": 0.0}}
+    correct = ls.correctness(rows)
+    return [p for p, _ in ls.goal_check(rows, ci, correct, ls.forgetting(correct),
+                                        list(seeds), wall)]
+
+
+def test_goal_check_passes_and_fails_each_line_on_its_own_figure():
+    assert check(goal_rows()) == [True] * 6
+    low = {"grpo": {"faster": 0.3, "faster_low": 0.0, "faster_high": 0.5},
+           "base": {"faster": 0.0}}
+    assert check(goal_rows(), ci=low) == [False] + [True] * 5
+    few = {"grpo": {"faster": 0.15, "faster_low": 0.1, "faster_high": 0.3},
+           "base": {"faster": 0.0}}
+    assert check(goal_rows(), ci=few)[0] is False
+    assert check(goal_rows(fast_tasks=3)) == [True, False] + [True] * 4
+    assert check(goal_rows(held_faster=False)) == [True, True, False] + [True] * 3
+    # dot correct in 3 of 4 where the base model had 4 of 4: 25 points below
+    assert check(goal_rows(dot_ok=3)) == [True] * 3 + [False] + [True] * 2
+    assert check(goal_rows(), seeds=(1, 2)) == [True] * 4 + [False, True]
+    assert check(goal_rows(), wall=15000.0) == [True] * 5 + [False]
+
+
+def test_forgetting_is_more_than_ten_points_below_the_base_model():
+    correct = {"base": {"dot": 1.0, "spmv": 0.5, "jacobi2d": 0.2},
+               "control": {"dot": 0.9, "spmv": 0.39, "jacobi2d": 0.0},
+               "grpo": {"dot": 0.85, "spmv": 0.6}}
+    assert [(f["arm"], f["task"]) for f in ls.forgetting(correct)] == [
+        ("control", "spmv"), ("control", "jacobi2d"), ("grpo", "dot")]
+
+
+def test_report_writes_the_results_schema_and_prints_pass_or_fail(tmp_path):
+    rows = goal_rows()
+    for arm in ("base", "grpo"):
+        for s in (1, 2, 3):
+            mine = [r for r in rows if r["arm"] == arm and r["seed"] == s]
+            for r in mine:
+                r.update(speedup=1.0, answer_sha256="x")
+            ls.write_json(tmp_path / "eval" / f"{arm}_seed{s}.json", {"records": mine})
+    out = tmp_path / "result.json"
+    text = ls.report(tmp_path, [1, 2, 3], {"per_cell": 4}, {"sft": 10.0},
+                     {"sft_seed1": 900.0, "eval_grpo_seed1": 1200.0, "eval_base_seed1": 800.0},
+                     out, reps=20)
+    goal = text.split("Goal (issue 52):\n")[1].splitlines()
+    assert len(goal) == 6 and all(line[:4] in ("PASS", "FAIL") for line in goal)
+    result = json.loads(out.read_text())
+    assert result["settings"]["sft_seeds"] == [1, 2, 3]
+    assert result["settings"]["heldout_tasks"] == list(ls.HELDOUT_TASKS)
+    assert {"faster", "faster_low", "faster_high"} <= set(result["ci_clustered"]["grpo"])
+    assert result["peak_rss_mb"] == {"base": 800.0, "control": 900.0, "grpo": 1200.0}
+    assert result["forgetting"] == [] and result["correctness"]["base"]["dot"] == 1.0
+    assert result["per_sample"][0]["code"]
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+def test_a_child_stage_reports_its_own_peak_rss():
+    big = ls.run_child([sys.executable, "-c", "x = bytearray(b'1') * 120_000_000"])
+    small = ls.run_child([sys.executable, "-c", "pass"])
+    # its 114 MiB; and the child after it has its own peak, not the largest child's so far
+    # (RUSAGE_CHILDREN's). (A child's figure starts at the parent's RSS at the fork.)
+    assert big > 114 and small < big - 20
+    with pytest.raises(SystemExit, match="exit 3"):
+        ls.run_child([sys.executable, "-c", "raise SystemExit(3)"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "1,x"], "--seeds takes comma-separated integers"),
+    (["--seeds", "1,1,2"], "--seeds takes distinct integers"),
+    (["--steps", "0"], "--steps is at least 1"),
+    (["--seeds", "1,2,3,4,5,6"], "do not fit in 4 hours"),
+    (["--pairs", "/nonexistent/pairs.jsonl"], "no pairs at /nonexistent/pairs.jsonl"),
+    (["--report-only"], "nothing to report"),
+    (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
+    (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
+    (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    (tmp_path / "held.jsonl").write_text(json.dumps(pair("jacobi2d", "k").__dict__) + "\n")
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    (tmp_path / "good.jsonl").write_text(json.dumps(pair("dot", "k").__dict__) + "\n")
+    argv = [a.replace("TMP", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        ls.main(["--out", str(tmp_path / "run"), *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monkeypatch):
+    ran = []
+    done_by = {"--pilot": lambda s: tmp_path / "pilot.json",
+               "--sft": lambda s: tmp_path / f"sft_seed{s}" / "done",
+               "--grpo": lambda s: tmp_path / f"seed{s}" / "done"}
+
+    def child(argv):
+        flag, rest = argv[8], argv[9:]
+        ran.append(" ".join([flag, *rest]))
+        path = (tmp_path / "eval" / f"{rest[0]}_seed{rest[1]}.json" if flag == "--eval"
+                else done_by[flag](rest[0] if rest else None))
+        if ran[-1] != "--grpo 2":  # as if killed there
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}")
+        return 100.0
+
+    monkeypatch.setattr(ls, "run_child", child)
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+        ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
+    wall, rss = {}, {}
+    ls.stages(args, tmp_path, [1, 2], wall, rss)
+    assert ran == ["--pilot", "data", "--sft 1", "--sft 2", "--eval base 1", "--eval base 2",
+                   "--eval control 1", "--eval control 2", "--grpo 1", "--eval grpo 1",
+                   "--grpo 2", "--eval grpo 2", "--eval teacher 1"]
+    assert set(wall) == {"pilot", "data", "sft", "eval_base", "eval_control", "grpo",
+                         "eval_grpo", "eval_teacher"}
+    assert rss["grpo_seed2"] == 100.0 and json.loads((tmp_path / "rss.json").read_text()) == rss
+    ran.clear()
+    ls.stages(args, tmp_path, [1, 2], wall, rss)
+    assert ran == ["--grpo 2"]  # only the stage that did not finish
