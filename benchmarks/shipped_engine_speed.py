@@ -2,13 +2,20 @@
 one prompt, on this machine: the figures behind `perfgym.engine.probe`'s candidates.
 
     python benchmarks/shipped_engine_speed.py [--model coder] [--samples 1,8,16,32]
-                                              [--tokens 96] [--json PATH]
+                                              [--tokens 96] [--engine openvino|llama_cpp]
+                                              [--json PATH]
 
 The prompt is perfgym's improve prompt for dgemm (what a search sends); S samples are one
 request with S return sequences, as a search step's answers of one prompt are (prefix caching
 on: the prompt is computed once). EOS is ignored, so every setting generates the same count.
-Each row names the machine (`cpu`, `isa`), the setting and its OpenVINO properties; the JSON
-keeps the rows of other machine kinds and replaces this kind's.
+Each row names the machine (`cpu`, `isa`), the engine, the setting and its OpenVINO properties;
+the JSON keeps the rows of other machine kinds and engines and replaces this kind's.
+
+`--engine llama_cpp` measures the same GGUF on llama.cpp (`pip install llama-cpp-python`: a
+source build, about 10 minutes on 2 cores), the issue's other engine from the package index,
+side by side: the prompt is computed once for every sample (one KV cache, the prompt's cells
+shared by all sequences), then the samples decode together, one batch of S tokens a step,
+sampled at temperature 0.5 in NumPy, EOS ignored, all cores.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--settings", default=None, help="comma-separated names of "
                     "perfgym.engine.probe.CANDIDATES (default: all)")
+    ap.add_argument("--engine", choices=("openvino", "llama_cpp"), default="openvino")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -42,14 +50,20 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or None
     names = args.settings.split(",") if args.settings else list(CANDIDATES)
+    if args.engine == "llama_cpp":
+        names = ["llama_cpp"]
     ids = search_prompt_ids(gguf)
     rows = []
     for name in names:
         for samples in (int(s) for s in args.samples.split(",")):
-            tok_s = measure_tok_s(gguf, CANDIDATES[name], ids, samples=samples,
-                                  tokens=args.tokens)
-            row = {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"], "setting": name,
-                   "properties": CANDIDATES[name], "prefix_caching": True,
+            if args.engine == "llama_cpp":
+                tok_s = llama_cpp_tok_s(gguf, ids, samples, args.tokens, fp["cores"])
+            else:
+                tok_s = measure_tok_s(gguf, CANDIDATES[name], ids, samples=samples,
+                                      tokens=args.tokens)
+            row = {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"],
+                   "engine": args.engine, "setting": name,
+                   "properties": CANDIDATES.get(name, {}), "prefix_caching": True,
                    "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,
                    "load_average": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
                    "commit": commit}
@@ -59,11 +73,61 @@ def main() -> None:
     if args.json:
         path = Path(args.json)
         old = json.loads(path.read_text()) if path.exists() else {}
-        kind = (fp["cpu"], tuple(fp["isa"]))
-        kept = [r for r in old.get("rows", []) if (r.get("cpu"), tuple(r.get("isa") or ()))
-                != kind]
+        kind = (fp["cpu"], tuple(fp["isa"]), args.engine)
+        kept = [r for r in old.get("rows", []) if (r.get("cpu"), tuple(r.get("isa") or ()),
+                                                   r.get("engine", "openvino")) != kind]
         path.write_text(json.dumps({"model": model_identity(args.model),
                                     "rows": kept + rows}, indent=2) + "\n")
+
+
+def llama_cpp_tok_s(gguf: Path, ids: list[int], samples: int, tokens: int,
+                    threads: int) -> float:
+    """Decoding tokens per second of `samples` sequences of the prompt `ids` on llama.cpp,
+    after the prompt is computed once for all of them (as the OpenVINO probe times decoding
+    from its prefix cache)."""
+    import llama_cpp as L
+    import numpy as np
+    L.llama_backend_init()
+    model = L.llama_model_load_from_file(str(gguf).encode(), L.llama_model_default_params())
+    params = L.llama_context_default_params()
+    params.n_ctx = len(ids) + samples * tokens + 256
+    params.n_batch, params.n_seq_max = max(len(ids), 512), samples
+    params.n_threads = params.n_threads_batch = threads
+    if hasattr(params, "kv_unified"):
+        params.kv_unified = True  # one cache: the prompt's cells serve every sequence
+    ctx = L.llama_init_from_model(model, params)
+    n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(model))
+    batch = L.llama_batch_init(max(len(ids), samples), 0, samples)
+    rng = np.random.default_rng(0)
+
+    def decode(items: list[tuple[int, int, list[int], bool]]) -> None:
+        batch.n_tokens = len(items)
+        for i, (token, pos, seqs, logits) in enumerate(items):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, pos, len(seqs)
+            for j, s in enumerate(seqs):
+                batch.seq_id[i][j] = s
+            batch.logits[i] = logits
+        if L.llama_decode(ctx, batch) != 0:
+            raise RuntimeError("llama_decode failed (the KV cache is too small?)")
+
+    def sample(i: int) -> int:
+        x = np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, i), shape=(n_vocab,)) / 0.5
+        p = np.exp(x - x.max())
+        return int(rng.choice(n_vocab, p=p / p.sum()))
+
+    try:
+        every = list(range(samples))
+        decode([(t, k, every, k == len(ids) - 1) for k, t in enumerate(ids)])
+        current, pos = [sample(len(ids) - 1)] * samples, len(ids)
+        started = time.perf_counter()
+        for _ in range(tokens):
+            decode([(current[s], pos, [s], True) for s in every])
+            current, pos = [sample(s) for s in every], pos + 1
+        return samples * tokens / (time.perf_counter() - started)
+    finally:
+        L.llama_batch_free(batch)
+        L.llama_free(ctx)
+        L.llama_model_free(model)
 
 
 if __name__ == "__main__":

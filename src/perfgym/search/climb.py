@@ -22,7 +22,6 @@ spent plus the longest round yet fits; the last round is cut to the answers that
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
