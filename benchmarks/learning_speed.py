@@ -230,19 +230,12 @@ def kernel_code(task_name: str, answer: str) -> str | None:
 
 
 def naive_copy(task_name: str, code: str) -> bool:
-    """The naive kernel handed back. The gym's flag (Outcome.flags 'baseline_copy', set by
-    evaluate.is_baseline_copy) compares the whole file up to comments and white space, and an
-    opened answer starts with perfgym's includes, which naive.c does not have: the naive
-    body as an opened answer is OK and never flagged. So the entry's body is compared too."""
+    """The naive kernel handed back, as the gym flags it (evaluate.is_baseline_copy: up to
+    comments, white space, #include lines and renamed variables, so the naive body behind
+    perfgym's opening is one); asked here because multisize.aggregate keeps no flags."""
     from perfgym.evaluate import is_baseline_copy
-    from perfgym.extract import normalize
     from perfgym.tasks import get_task
-    from perfgym.train.sft_data import opened_body
-    task = get_task(task_name)
-    if is_baseline_copy(task, code):
-        return True
-    mine, naive = opened_body(task, code), opened_body(task, task.baseline.read_text())
-    return mine is not None and naive is not None and normalize(mine) == normalize(naive)
+    return is_baseline_copy(get_task(task_name), code)
 
 
 def folded_low(o) -> float | None:

@@ -137,8 +137,8 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     pairs_file = tmp_path / "pairs.jsonl"
     pairs_file.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs))
     long_dot = "    /* " + "two sums, " * 12 + "*/\n" + FAST_DOT
-    short_dot = "    double s = 0.0;\n    for (int i = 0; i < N; i++) s += x[i] * y[i];\n" \
-        "    out[0] = s;\n}"
+    short_dot = "    double s = 0.0;\n    int i = 0;\n    while (i < N) { s += x[i] * y[i]; i++; }\n" \
+        "    out[0] = s;\n}"  # naive speed, not the naive kernel
     pilot = [dict(ls.record("pilot", 999, "train", t, opened(t, body), folded([1.0, 1.0, 1.0])),
                   answer="")
              for t, body in (("dot", long_dot), ("dot", short_dot),
