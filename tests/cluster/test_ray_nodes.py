@@ -2,8 +2,8 @@
 
 Each benchmark node is probed on that node, once, when first seen: a node that joins while a
 service runs too. Its probe is its fingerprint (a mixed cluster keeps nothing in the driver's
-cache) and leaves a worker there with perfgym imported. An outcome measured on another kind of
-machine never enters the driver's cache under the benchmark nodes' fingerprint. Evaluations ask
+cache) and leaves a worker there with perfgym imported. An outcome of a node not probed to have
+the benchmark nodes' fingerprint never enters the driver's cache under it. Evaluations ask
 Ray to spread over the nodes: Ray's default prefers the driver's own node (a one-machine
 cluster's head), and a second node on the same machine then took 19 of the 56 evaluations that
 reached the nodes (benchmarks/rl_load.py)."""
@@ -30,11 +30,22 @@ class Ref:
 
 
 class Function:
+    """ray.remote(f); its .options(...) is a Call, which has .remote but no .options of its
+    own, as in Ray."""
+
+    def __init__(self, fake: FakeRay, name: str) -> None:
+        self.fake, self.name = fake, name
+
+    def options(self, **options) -> Call:
+        return Call(self.fake, self.name, options)
+
+    def remote(self, *args) -> Ref:
+        return Call(self.fake, self.name, {}).remote(*args)
+
+
+class Call:
     def __init__(self, fake: FakeRay, name: str, options: dict) -> None:
         self.fake, self.name, self.opts = fake, name, options
-
-    def options(self, **options) -> Function:
-        return Function(self.fake, self.name, {**self.opts, **options})
 
     def remote(self, *args) -> Ref:
         fake = self.fake
@@ -64,7 +75,7 @@ class FakeRay:
         return True
 
     def remote(self, fn) -> Function:
-        return Function(self, fn.__name__, {})
+        return Function(self, fn.__name__)
 
     def nodes(self) -> list[dict]:
         return [{"NodeID": n, "Alive": True, "Resources": {"CPU": 1.0, "bench_node": 1.0}}

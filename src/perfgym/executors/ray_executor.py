@@ -7,13 +7,13 @@ fingerprint, measured peaks and outcome cache. Evaluations are spread over the b
 cluster's head is, and then lets another node wait for its turn. Each benchmark node is probed
 once, on that node, when first seen (a node that joins later is looked for every NODES_EVERY
 seconds): its fingerprint, and a worker there with perfgym imported before its first evaluation.
-When the benchmark nodes share one fingerprint, the driver's cache holds their outcomes too (only
-outcomes measured on that fingerprint), so an identical candidate is answered without a round
-trip. A task whose node dies is retried by Ray and runs again when a benchmark node is
-back (or a new one joins); the caller gets every answer, in order, once. A request that fails
-for good (an exception on the node, retries spent) gets a HOST_ERROR Outcome like the local
-executor's; an interrupted batch cancels what it sent (a killed worker's sandboxed commands die
-with it; the node's next evaluation sweeps its work directories).
+When the benchmark nodes share one fingerprint, the driver's cache holds their outcomes too (of
+nodes probed to have it), so an identical candidate is answered without a round trip. A task
+whose node dies is retried by Ray and runs again when a benchmark node is back (or a new one
+joins); the caller gets every answer, in order, once. A request that fails for good (an
+exception on the node, retries spent) gets a HOST_ERROR Outcome like the local executor's; an
+interrupted batch cancels what it sent (a killed worker's sandboxed commands die with it; the
+node's next evaluation sweeps its work directories).
 """
 from __future__ import annotations
 
@@ -87,8 +87,9 @@ class RayExecutor:
         self.remote = ray.remote(_evaluate_here).options(
             num_cpus=1, resources={bench_resource: 1}, max_retries=max_retries,
             scheduling_strategy="SPREAD")
-        self._probe = ray.remote(_machine_here).options(num_cpus=0)
-        self._on_node = lambda node: NodeAffinitySchedulingStrategy(node, soft=False)
+        probe = ray.remote(_machine_here)  # (what .options returns has no .options)
+        self._probe_on = lambda node: probe.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
         self._lock = threading.Lock()  # (request threads of a service share the executor)
         self._machines: dict[str, str] = {}  # benchmark node id -> its fingerprint id
         self._probing: dict[Any, str] = {}  # a probe not answered yet -> its node
@@ -105,9 +106,7 @@ class RayExecutor:
                 probed = set(self._machines) | set(self._probing.values())
                 for node in self.bench_nodes():
                     if node["NodeID"] not in probed:  # on that node, whatever it runs
-                        ref = self._probe.options(
-                            scheduling_strategy=self._on_node(node["NodeID"])).remote()
-                        self._probing[ref] = node["NodeID"]
+                        self._probing[self._probe_on(node["NodeID"]).remote()] = node["NodeID"]
             if not self._machines and not self._probing:
                 raise RuntimeError(f"the Ray cluster has no benchmark node (resource "
                                    f"{self.bench_resource!r}): start one with `perfgym cluster "
@@ -187,8 +186,8 @@ class RayExecutor:
                         node = data.pop("node")
                         outcome = Outcome.from_dict(data)
                         outcome.config["node"] = node
-                        if keys[i] and outcome.machine.get("id") == machine_id:
-                            outcome_cache().put(keys[i], outcome)  # (not another kind's)
+                        if keys[i] and self._machines.get(node) == machine_id:
+                            outcome_cache().put(keys[i], outcome)  # (a node of that kind)
                     results[i] = outcome
                     if on_result:
                         on_result(i, outcome)
