@@ -24,8 +24,13 @@ refusal_reasons (each refusal's reason as the reward gave it, counted). The clus
 --cluster-rollouts evaluations to `perfgym serve` POST /evaluate (one per request, C in flight): 0 nodes is the
 service judging on this machine; 1 is `ray start --head` with the bench_node resource; 2 adds
 a second benchmark node on this machine (both share the machine's timing lane, so two local
-nodes show the routing and its cost, not speed). node_shares: each node's share of the
-evaluations (outcome.config["node"]).
+nodes show the routing and its cost, not speed). Before the clock starts, each row sends
+evaluations until every benchmark node has answered one (warm_up_evaluations): a node's first
+evaluation also starts its Ray worker and imports perfgym, seconds in which the other node
+works alone. node_shares: each node's share (outcome.config["node"]; "this machine" without
+Ray) of the evaluations that ran; not_run: the share answered without running, from the
+service's own outcome cache ("service cache": the no-code answer, the same text every time)
+or not at all (an HTTP status).
 
 Every Ray process and service this starts is in a process group of its own, ended at the end.
 """
@@ -287,27 +292,50 @@ def wait_for_nodes(url: str, address: str, nodes: int, env: dict) -> None:
                    capture_output=True)
 
 
-def cluster_row(nodes: int, answers: list[str], c: int, env: dict) -> dict:
+def evaluate_once(url: str, text: str) -> str:
+    """POST one evaluation; where it ran: the node, "this machine" (no Ray), "service cache"
+    (the service's own outcome cache answered: nothing ran) or the HTTP status."""
     import httpx
+    r = httpx.post(url + "/evaluate", json={"candidates": [{
+        "task": TASK, "code": text, "size": "N=200000"}]}, timeout=900)
+    if r.status_code != 200:
+        return f"HTTP {r.status_code}"
+    outcome = r.json()["results"][0]["outcome"]
+    if node := outcome["config"].get("node"):
+        return node
+    return "service cache" if outcome.get("cached") else "this machine"
 
+
+def warm_up(url: str, nodes: int, c: int) -> int:
+    """Evaluations (fresh answers) sent until each of `nodes` benchmark nodes has answered one,
+    at most 180 s; how many were sent. Without Ray, one round."""
+    seen, sent, ends = set(), 0, time.monotonic() + 180
+    while True:
+        batch = rollouts(max(2, 2 * nodes), cached=False)
+        with ThreadPoolExecutor(min(c, len(batch))) as pool:
+            seen |= set(pool.map(lambda t: evaluate_once(url, t), batch))
+        sent += len(batch)
+        ran = {w for w in seen if w != "service cache" and not w.startswith("HTTP")}
+        if len(ran) >= max(nodes, 1) or time.monotonic() > ends:
+            return sent
+
+
+def cluster_row(nodes: int, answers: list[str], c: int, env: dict) -> dict:
     def measure(url: str) -> dict:
-        shares: dict[str, int] = {}
-        lock = threading.Lock()
-
-        def one(text: str) -> None:
-            r = httpx.post(url + "/evaluate", json={"candidates": [{
-                "task": TASK, "code": text, "size": "N=200000"}]}, timeout=900)
-            node = (r.json()["results"][0]["outcome"]["config"].get("node") or "this machine"
-                    if r.status_code == 200 else f"HTTP {r.status_code}")
-            with lock:
-                shares[node] = shares.get(node, 0) + 1
+        warm = warm_up(url, nodes, c)
         started = time.monotonic()
         with ThreadPoolExecutor(c) as pool:
-            list(pool.map(one, answers))
+            where = Counter(pool.map(lambda t: evaluate_once(url, t), answers))
         seconds = time.monotonic() - started
+        not_run = {k: v for k, v in where.items()
+                   if k == "service cache" or k.startswith("HTTP")}
+        ran = sum(where.values()) - sum(not_run.values())
         return {"nodes": nodes, "evaluations": len(answers), "seconds": round(seconds, 2),
                 "evaluations_per_minute": round(60 * len(answers) / seconds, 2),
-                "node_shares": {k: round(v / len(answers), 3) for k, v in shares.items()}}
+                "warm_up_evaluations": warm,
+                "node_shares": {k: round(v / max(ran, 1), 3) for k, v in where.items()
+                                if k not in not_run},
+                "not_run": {k: round(v / len(answers), 3) for k, v in not_run.items()}}
 
     if nodes == 0:
         with service(env) as url:

@@ -2,17 +2,24 @@
 
 Benchmark nodes carry a custom resource (`bench_node: 1`); every evaluation asks for one unit,
 so exactly one timing runs per benchmark node at a time, on that node, with that node's machine
-fingerprint, measured peaks and outcome cache. When the benchmark nodes share one fingerprint,
-the driver's cache holds their outcomes too, so an identical candidate is answered without a
-round trip. A task whose node dies is retried by Ray and runs again when a benchmark node is
-back (or a new one joins); the caller gets every answer, in order, once. A request that fails
-for good (an exception on the node, retries spent) gets a HOST_ERROR Outcome like the local
-executor's; an interrupted batch cancels what it sent (a killed worker's sandboxed commands die
-with it; the node's next evaluation sweeps its work directories).
+fingerprint, measured peaks and outcome cache. Evaluations are spread over the benchmark nodes
+(Ray's SPREAD strategy): Ray's default prefers the driver's own node, which a one-machine
+cluster's head is, and then lets another node wait for its turn. Each benchmark node is probed
+once, on that node, when first seen (a node that joins later is looked for every NODES_EVERY
+seconds): its fingerprint, and a worker there with perfgym imported before its first evaluation.
+When the benchmark nodes share one fingerprint, the driver's cache holds their outcomes too (of
+nodes probed to have it), so an identical candidate is answered without a round trip. A task
+whose node dies is retried by Ray and runs again when a benchmark node is back (or a new one
+joins); the caller gets every answer, in order, once. A request that fails for good (an
+exception on the node, retries spent) gets a HOST_ERROR Outcome like the local executor's; an
+interrupted batch cancels what it sent (a killed worker's sandboxed commands die with it; the
+node's next evaluation sweeps its work directories).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -23,6 +30,7 @@ from ..tasks import builtin_names
 from .local import Request, host_error
 
 BENCH_RESOURCE = "bench_node"
+NODES_EVERY = 5.0  # seconds between looks for benchmark nodes that joined
 
 
 def _task_ref(task) -> str:
@@ -33,7 +41,8 @@ def _task_ref(task) -> str:
 
 
 def _machine_here() -> str:
-    """The fingerprint id of the node this runs on."""
+    """The fingerprint id of the node this runs on. Its worker stays, with perfgym imported,
+    for the node's first evaluation."""
     from .. import machine
     return machine.summary(machine.machine_info())["id"]
 
@@ -72,26 +81,54 @@ class RayExecutor:
                 ray.init(address=address, log_to_driver=False)
             else:  # a local one-node cluster whose node is the benchmark node
                 ray.init(resources={bench_resource: 1}, log_to_driver=False)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         self.ray = ray
         self.bench_resource = bench_resource
         self.remote = ray.remote(_evaluate_here).options(
-            num_cpus=1, resources={bench_resource: 1}, max_retries=max_retries)
-        self._probe = ray.remote(_machine_here).options(num_cpus=0,
-                                                        resources={bench_resource: 0.001})
-        self._bench_machine: str | None = None
+            num_cpus=1, resources={bench_resource: 1}, max_retries=max_retries,
+            scheduling_strategy="SPREAD")
+        probe = ray.remote(_machine_here)  # (what .options returns has no .options)
+        self._probe_on = lambda node: probe.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        self._lock = threading.Lock()  # (request threads of a service share the executor)
+        self._machines: dict[str, str] = {}  # benchmark node id -> its fingerprint id
+        self._probing: dict[Any, str] = {}  # a probe not answered yet -> its node
+        self._looked = -NODES_EVERY
 
     def bench_machine(self) -> str | None:
         """The benchmark nodes' fingerprint when they all share one (then their outcomes can
-        live in the driver's cache too); None for a mixed cluster."""
-        if self._bench_machine is None:
-            n = len(self.bench_nodes())
-            if n == 0:
+        live in the driver's cache too); None for a mixed cluster. The first call waits for
+        every node's probe; a node that joins later is probed without waiting, and counts once
+        its probe answers."""
+        with self._lock:
+            if time.monotonic() - self._looked >= NODES_EVERY:
+                self._looked = time.monotonic()
+                probed = set(self._machines) | set(self._probing.values())
+                for node in self.bench_nodes():
+                    if node["NodeID"] not in probed:  # on that node, whatever it runs
+                        self._probing[self._probe_on(node["NodeID"]).remote()] = node["NodeID"]
+            if not self._machines and not self._probing:
                 raise RuntimeError(f"the Ray cluster has no benchmark node (resource "
                                    f"{self.bench_resource!r}): start one with `perfgym cluster "
                                    "up --address HEAD:PORT --bench`")
-            ids = set(self.ray.get([self._probe.remote() for _ in range(4 * n)], timeout=120))
-            self._bench_machine = ids.pop() if len(ids) == 1 else ""
-        return self._bench_machine or None
+            self._collect(timeout=0 if self._machines else 120)
+            if not self._machines:
+                raise RuntimeError("no benchmark node of the Ray cluster answered its probe "
+                                   "(within 120 s)")
+            ids = set(self._machines.values())
+        return ids.pop() if len(ids) == 1 else None
+
+    def _collect(self, timeout: float) -> None:
+        """The answered probes' fingerprints; a probe that failed (its node died) is dropped,
+        and its node probed again if it is seen again."""
+        if not self._probing:
+            return
+        done, _ = self.ray.wait(list(self._probing), num_returns=len(self._probing),
+                                timeout=timeout)
+        for ref in done:
+            node = self._probing.pop(ref)
+            with contextlib.suppress(Exception):  # (the node went: nothing to record)
+                self._machines[node] = self.ray.get(ref)
 
     def bench_nodes(self) -> list[dict[str, Any]]:
         return [n for n in self.ray.nodes() if n["Alive"] and
@@ -149,8 +186,8 @@ class RayExecutor:
                         node = data.pop("node")
                         outcome = Outcome.from_dict(data)
                         outcome.config["node"] = node
-                        if keys[i]:
-                            outcome_cache().put(keys[i], outcome)
+                        if keys[i] and self._machines.get(node) == machine_id:
+                            outcome_cache().put(keys[i], outcome)  # (a node of that kind)
                     results[i] = outcome
                     if on_result:
                         on_result(i, outcome)
