@@ -320,15 +320,20 @@ def _parallelize(items: list) -> bool:
 # costs microseconds, and a dot product of 7 elements on two threads ran at 0.003x its serial
 # loop (first_search.json). The expert Jacobi uses 16384 points.
 MIN_PARALLEL_WORK = 1 << 15
+# What an inner loop whose count cannot be read counts for. Threaded at every size, spmv's CSR
+# rows ran at 0.0014x naive for one row (first_search.json); counted as one iteration, trsm's
+# triangle at 2000x8 (16 million multiply-adds) would stay on one thread. 16: a handful of
+# rows stays serial, and a nest of a few thousand rows still reaches the bound.
+UNREAD_TRIPS = 16
 
 
 def _versioned(loop, serial: list, pragma: str) -> list:
     """The loop threaded under `pragma` when its work passes MIN_PARALLEL_WORK, else as it was
     (`serial`: the loop and its simd pragma): `if (work > bound) {threaded} else {serial}`.
     Not the pragma's own if clause: false, it still enters the OpenMP runtime (a team of
-    one), and a 5x5 transpose behind it ran at 0.14x naive. A nest whose work has no plain
-    count is threaded at every size (an underestimate would keep a large size on one
-    thread)."""
+    one), and a 5x5 transpose behind it ran at 0.14x naive. An inner loop whose count cannot
+    be read counts UNREAD_TRIPS (see `_work`); only a loop whose own count has no plain form
+    is threaded at every size."""
     from pycparser import c_ast
     own = {d.name for d in _walk_all(loop) if _kind(d) == "Decl"}
     work = _work(loop, own)
@@ -343,20 +348,19 @@ def _versioned(loop, serial: list, pragma: str) -> list:
 
 def _work(loop, own: set[str]) -> str | None:
     """The loop's trip count times the work of its body (loops side by side add), as C, from
-    bounds the pragma can see (none that name a counter or local of the nest, in `own`)."""
+    bounds the pragma can see (none that name a counter or local of the nest, in `own`); None
+    when the loop's own count has no such form. An inner loop whose count cannot be read (a
+    triangle's `j < i`, a CSR row's `row_ptr[i + 1]`, a while, a loop inside an if) counts
+    UNREAD_TRIPS."""
     trips = _trip_count(loop)
     if trips is None or _names(trips) & own:
-        return None
-    if any(_kind(n) in ("While", "DoWhile") for n in _walk_all(loop.stmt)):
         return None
     body = []
     for n in _statements(loop.stmt):
         if _kind(n) == "For":
-            body.append(_work(n, own))
-        elif any(_kind(m) == "For" for m in _walk_all(n)):
-            return None  # a loop inside an if or a block: not counted here
-    if None in body:
-        return None
+            body.append(_work(n, own) or str(UNREAD_TRIPS))
+        elif any(_kind(m) in ("For", "While", "DoWhile") for m in _walk_all(n)):
+            body.append(str(UNREAD_TRIPS))
     count = f"({_generate(trips)})"
     if not body:
         return count
