@@ -3,7 +3,7 @@ in flight, and the HTTP service is measured with no Ray, a one-node and a two-no
 cluster.
 
     python benchmarks/rl_load.py [--rollouts 256] [--in-flight 16] [--frameworks verl,openrlhf,verifiers]
-                                 [--nodes 0,1,2] [--cluster-rollouts 64] [--cached]
+                                 [--nodes 0,1,2] [--cluster-rollouts 64] [--cached] [--fresh-node]
                                  [--out benchmarks/results/rl_load.json]
 
 Paths (the dot task at N=200000; the answers of tests/integrations/answers.py in turn, each
@@ -31,6 +31,11 @@ works alone. node_shares: each node's share (outcome.config["node"]; "this machi
 Ray) of the evaluations that ran; not_run: the share answered without running, from the
 service's own outcome cache ("service cache": the no-code answer, the same text every time)
 or not at all (an HTTP status).
+
+--fresh-node: verl's C concurrent calls (C = --in-flight) on a fresh node, a new process with
+an empty perfgym cache (the machine probe, the harness's compile and the naive kernel's timing
+all still to do), then on a warm one, a new process on the cache the first left; each with new
+answers. `fresh_node` reports both rows and their ratio.
 
 Every Ray process and service this starts is in a process group of its own, ended at the end.
 """
@@ -345,6 +350,23 @@ def cluster_row(nodes: int, answers: list[str], c: int, env: dict) -> dict:
         return measure(url)
 
 
+def fresh_node(c: int, env: dict) -> dict:
+    """C concurrent verl calls in a new process on an empty cache, then on the cache it left."""
+    cache = tempfile.mkdtemp(prefix="perfgym-fresh-node-")
+    rows = []
+    try:
+        for state in ("fresh", "warm"):
+            done = subprocess.run([sys.executable, __file__, "--verl-calls", str(c)],
+                                  env={**env, "PERFGYM_CACHE_DIR": cache}, capture_output=True,
+                                  text=True, timeout=1800)
+            if done.returncode != 0:
+                raise SystemExit(f"the {state} node's calls failed: {done.stderr[-600:]}")
+            rows.append({"node": state, **json.loads(done.stdout.splitlines()[-1])})
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return {"rows": rows, "fresh_over_warm": round(rows[0]["seconds"] / rows[1]["seconds"], 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rollouts", type=int, default=256)
@@ -353,10 +375,16 @@ def main() -> None:
     ap.add_argument("--nodes", default="0,1,2", help="cluster rows ('' for none)")
     ap.add_argument("--cluster-rollouts", type=int, default=64)
     ap.add_argument("--cached", action="store_true", help="repeat answers the cache holds")
+    ap.add_argument("--fresh-node", action="store_true", help="verl's first --in-flight calls "
+                    "on an empty cache against a warm one")
+    ap.add_argument("--verl-calls", type=int, help=argparse.SUPPRESS)  # (a fresh_node child)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rl_load.json")
     args = ap.parse_args()
     if args.rollouts < 1 or args.in_flight < 1:
         ap.error("--rollouts and --in-flight are at least 1")
+    if args.verl_calls:
+        print(json.dumps(run_verl(rollouts(args.verl_calls, cached=False), args.verl_calls)))
+        return
     home = tempfile.mkdtemp(prefix="perfgym-rl-load-")  # Ray's token and logs, apart
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HOME": home,
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
@@ -369,6 +397,9 @@ def main() -> None:
                "openrlhf": lambda a: run_openrlhf(a, args.in_flight, env),
                "verifiers": lambda a: run_verifiers(a, args.in_flight)}
     try:
+        if args.fresh_node:
+            result["fresh_node"] = fresh_node(args.in_flight, env)
+            print(json.dumps(result["fresh_node"]), flush=True)
         for name in [f for f in args.frameworks.split(",") if f]:
             row = runners[name](rollouts(args.rollouts, args.cached))
             print(json.dumps(row), flush=True)
