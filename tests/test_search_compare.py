@@ -2,9 +2,10 @@
 (no model, no kernel timed)."""
 import importlib.util
 import math
+import types
 from pathlib import Path
 
-from perfgym.search import Engine
+from perfgym.search import BestOfN, Engine
 from perfgym.search.engine import Step
 from perfgym.store import RunStore
 
@@ -95,3 +96,46 @@ def test_engine_cap_cuts_steps_in_plan_order_and_keeps_the_seed(tmp_path):
     assert engine.within_budget([Step("c:0", 3, 1, None, "generate")]) == []
     assert Engine(store, policy=None, task=None).within_budget(second) == second
     store.close()
+
+
+class _Store:
+    def __init__(self):
+        self.events = []
+
+    def done_iterations(self):
+        return set()
+
+    def event(self, kind, **data):
+        self.events.append((kind, data))
+
+    def best(self):
+        return None
+
+
+class _Engine:
+    """run_steps keeps `left` more steps, then none: a deadline reached part way."""
+
+    def __init__(self, deadline, left):
+        self.deadline, self.left, self.calls, self.store = deadline, left, [], _Store()
+
+    def run_steps(self, steps):
+        self.calls.append(len(steps))
+        kept = steps[:max(0, self.left)]
+        self.left -= len(kept)
+        return [types.SimpleNamespace(status="OK", reward=0.5, ok=True, gflops=1.0)
+                for _ in kept]
+
+
+def test_best_of_n_under_a_budget_samples_in_rounds_until_the_deadline():
+    from perfgym.search.best_of_n import ROUND
+    engine = _Engine(deadline=1.0, left=2 * ROUND + 3)
+    BestOfN(engine, n=100).run()
+    # rounds of ROUND until one comes back short; no round asked for after it
+    assert engine.calls == [ROUND, ROUND, ROUND]
+    assert engine.store.events == [("iteration_done", {
+        "iteration": 0, "children": 2 * ROUND + 3, "statuses": {"OK": 2 * ROUND + 3},
+        "mean_reward": 0.5, "max_gflops": 1.0})]
+    # without a budget: one step of n, as before
+    engine = _Engine(deadline=None, left=1000)
+    BestOfN(engine, n=100).run()
+    assert engine.calls == [100]
