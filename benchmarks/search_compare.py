@@ -330,7 +330,7 @@ def new_doc(model: str) -> dict:
 
 def load(path: Path, model: str) -> dict:
     """The results file (a new one if there is none). Another model's file is refused."""
-    if not path.is_file():
+    if not path.exists():
         return new_doc(model)
     try:
         doc = json.loads(path.read_text())
@@ -585,6 +585,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.merge:
         for other in args.merge:
+            if not other.exists():
+                raise Refused(f"--merge: there is no {other}")
             added = add_cells(doc, [c for cells in load(other, doc["model"])["cells"].values()
                                     for c in cells.values()])
             log(f"{other}: {added} cells added")

@@ -406,6 +406,8 @@ def test_a_session_with_no_hours_imports_and_summarizes_and_merge_adds_cells(tmp
     doc = json.loads(out.read_text())
     assert doc["cells"]["AMD EPYC | avx2"]["dgemm/seed1/climb"]["best_speedup"] == 10.0
     assert doc["cells"]["AMD EPYC | avx2"]["dgemm/seed1/sqd"]["best_speedup"] == 2.0
+    with pytest.raises(sc.Refused, match="--merge: there is no"):
+        sc.main(["--merge", str(tmp_path / "none.json"), *common])
     capsys.readouterr()
     sc.main(["--plan", *common])  # writes nothing
     assert json.loads(out.read_text()) == doc
@@ -413,9 +415,8 @@ def test_a_session_with_no_hours_imports_and_summarizes_and_merge_adds_cells(tmp
 
 
 def test_two_sessions_on_one_out_are_refused(tmp_path):
-    with sc.session_lock(tmp_path):
-        with pytest.raises(sc.Refused, match="another search_compare session"):
-            with sc.session_lock(tmp_path):
-                pass
+    held, refused = sc.session_lock(tmp_path), pytest.raises(sc.Refused, match="another")
+    with held, refused, sc.session_lock(tmp_path):
+        pass
     with sc.session_lock(tmp_path):  # released
         pass
