@@ -1,92 +1,125 @@
-"""SQD vs evolve vs refine vs best-of-n at equal candidates, with a real model, over seeds.
+"""The search algorithms at the no-flag search's budget, cell by cell, over sessions and machines.
 
-    python benchmarks/search_compare.py [--model-path coder] [--policy openvino]
-        [--tasks dgemm,dgemv,dot,stencil3d] [--seeds 1,2,3] [--evals 32]
-        [--budget-minutes M] [--heldout] [--out runs/search_compare]
+    python benchmarks/search_compare.py --plan          # the cells still to run here, and hours
+    python benchmarks/search_compare.py --hours H       # run them, starting none past H hours
+    python benchmarks/search_compare.py --merge A.json  # add another file's cells, run nothing
+        [--tasks dgemm,dgemv,dot,jacobi2d,transpose] [--seeds 1,2,3]
+        [--algos climb,sqd,evolve,best-of-n] [--out runs/search_compare]
         [--json benchmarks/results/search_compare.json]
+        [--first-search benchmarks/results/first_search.json]
 
-A cell is one `perfgym search` run of one algorithm on one task with one `--seed`, all with the
-same model, policy and sampler (the model's measured one, as `perfgym search` with no flags,
-unless --temperature etc. say otherwise). Every run gets `--max-candidates E`: it stops after E
-candidates besides the seed (the naive kernel), whatever its algorithm plans, and its flags are
-sized so that it plans at least E:
+A cell is one `perfgym search --task T --seed S` of one algorithm, with the model, policy and
+sampler of the no-flag search (no flag names them) and its budget: 12 minutes
+(`--budget-minutes`, no new step past it), every answer judged at the task's train sizes,
+the result judged at the held-out sizes and timed again against naive. `climb` is the no-flag
+command itself; the others add `--algo A --budget-minutes 12 --sizes train` and a count of
+steps the budget, not the count, ends (FLAGS). A cell's record: task, seed, algorithm, the
+machine (CPU model and ISA flags, perfgym.machine.fingerprint), commit, wall seconds,
+answers, the best speedup (the result's geometric mean over the train sizes; 1.0 when nothing
+beat naive), the held-out geometric mean and whether every held-out size was right, the
+confirmation, and the best-so-far speedup over the cell's wall time.
 
-    sqd        the paper's stages (1-6, ratios 0.4/0.3/0.3), G = --G, ceil(E/G) iterations
-    evolve     2 islands x 4 children x ceil(E/8) generations
-    refine     4 chains x ceil(E/4) turns
-    best-of-n  n = E
+The no-flag searches of `first_search.py` (`first_search.json`: `draws`, `tasks`, and the
+`--algo sqd` draws of `sqd_same_budget`) are the same cells and are imported as such
+(`source: first_search.json`), not run again.
 
-How many were evaluated is read back from the run store and recorded (`evaluated`, `exact`).
-Per run: the best speedup over the naive kernel (1.0 when nothing beat it: the naive kernel is
-what one keeps), the best GFLOP/s, the best-so-far GFLOP/s and speedup after each candidate
-(index 0: the naive kernel) and after each iteration, the status mix, wall seconds. The
-search's held-out judging of its best kernel is off unless --heldout (about 45 s a run here).
+Cells are kept by machine kind (the CPU model and the ISA flags that change a figure:
+results_by_machine.KIND_FLAGS) and never pooled across kinds. Per kind and algorithm: the
+geometric mean of the best speedups (mean of logs over a task's seeds, then over the tasks
+every algorithm has a cell on) with a 95% bootstrap CI clustered by task (tasks resampled,
+then seeds within each); paired ratios on the (task, seed) groups every algorithm has;
+`default`, the winner by that geometric mean, declared only when every algorithm has at least
+3 seeds on at least 5 tasks, else null and `missing` lists the cells still to run.
 
-Per algorithm: the geometric mean of the best speedups (the mean of logs over a task's seeds,
-then over tasks, so each task weighs the same) with a 95% bootstrap CI (seeds resampled within
-each task); for each pair of algorithms the paired ratio of those geometric means (the mean
-over tasks of the mean over seeds of log A - log B, the same task and seed on both sides) with
-its bootstrap CI. Only (task, seed) groups that every algorithm finished count, so a run cut
-short compares like with like.
-
-Cells run round-robin: seed 1 of every algorithm on every task, then seed 2, ...; within a
-(task, seed) group the algorithms take turns at going first (a busy spell of the machine does
-not always fall on the same one). `--budget-minutes` starts no cell after that much wall time,
-so a cut run is balanced up to one group. A finished cell has a `done` marker and is not run
-again; a half-run one is resumed (`--resume`); a failed one is recorded with its cause and the
-others go on. Progress lines go to stderr; the JSON is rewritten after every cell, with a plot
-next to it (best-so-far GFLOP/s against candidates evaluated, one panel per task, one line per
-algorithm: the mean over seeds, the band their range).
+Running takes the missing cells round-robin (seed 1 of every algorithm on every task first,
+the algorithms taking turns at going first) and writes the JSON after every cell. A cell
+killed part way (kill -9) is run again from the start (its run directory moved to
+`ALGO.killed`: a resumed search would get more than its minutes); one that finished but was
+not written yet is read from its run directory. `--hours H` starts a cell only when it is
+expected to end within H hours of the session's start (the mean wall time of this kind's
+cells), so a session gives what it has. Two sessions on one `--out` are refused. Errors are
+one line, exit status 2.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import itertools
 import json
 import math
 import os
 import random
+import re
+import shlex
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
-ALGOS = ("sqd", "evolve", "refine", "best-of-n")
-# built-in C tasks where the coder's one-shot answers beat the naive kernel
-# (benchmarks/results/default_yield.json, setting `coder`): dgemm 1.95x, dgemv 2.08x, dot 1.95x,
-# stencil3d 1.46x; two short kernels and two loop nests
-TASKS = "dgemm,dgemv,dot,stencil3d"
-FASTER = 1.1  # a copy of the naive kernel measures 0.9-1.1x (default_yield.FASTER)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_by_machine import KIND_FLAGS, RESULTS, commit, kind
+
+ALGOS = ("climb", "sqd", "evolve", "best-of-n")
+OPTIONAL = ("refine",)
+# dgemm and four others of different shapes: a matrix-vector product, a reduction, a stencil
+# and a copy (each has a no-flag draw in first_search.json already)
+TASKS = "dgemm,dgemv,dot,jacobi2d,transpose"
+SEEDS = "1,2,3"
+MIN_SEEDS, MIN_TASKS = 3, 5  # what `default` needs of every algorithm, on one machine kind
+CELL_MINUTES = 15.0  # a cell's estimate on a kind with none measured yet
 BOOTSTRAP = 10_000
+FIRST_SEARCH = RESULTS / "first_search.json"
+
+
+def budget_minutes() -> float:
+    from perfgym.cli.search_plan import NO_FLAG_BUDGET_MINUTES
+    return NO_FLAG_BUDGET_MINUTES
+
+
+def flags(algo: str) -> dict:
+    """The algorithm's `perfgym search` flags past --task and --seed, as SearchFlags fields.
+    The climb's are none: it is the no-flag search. The others get its budget and sizes, and
+    a count of steps past what the budget holds (about 50 answers here), so the budget ends
+    them; best-of-n then samples in rounds of 8 (search/best_of_n.py)."""
+    if algo == "climb":
+        return {}
+    common = {"algo": algo, "budget_minutes": budget_minutes(), "sizes": "train"}
+    return {**common, **{"sqd": {}, "evolve": {"generations": 60}, "best-of-n": {"n": 512},
+                         "refine": {"chains": 4, "turns": 40}}[algo]}
+
+
+def cli_args(fields: dict) -> list[str]:
+    return [arg for k, v in fields.items() for arg in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def key(task: str, seed: int, algo: str) -> str:
+    return f"{task}/seed{seed}/{algo}"
+
+
+def machine_kind(cpu: str, isa: list[str]) -> str:
+    """'AMD EPYC | avx2': the CPU model and its ISA flags that change a figure."""
+    return kind(cpu, [f for f in isa if f in KIND_FLAGS])
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def algo_args(algo: str, evals: int, g: int) -> list[str]:
-    """Flags that plan at least `evals` candidates; --max-candidates cuts them to exactly that
-    (an SQD iteration's count depends on what passed, so no flags alone hit it)."""
-    cap = ["--max-candidates", str(evals)]
-    if algo == "best-of-n":
-        return ["--algo", "best-of-n", "--n", str(evals), *cap]
-    if algo == "sqd":  # every iteration expands the seed at least: G candidates or more
-        return ["--algo", "sqd", "--G", str(g), "--iterations", str(math.ceil(evals / g)),
-                *cap]
-    if algo == "evolve":
-        return ["--algo", "evolve", "--islands", "2", "--children", "4", "--generations",
-                str(math.ceil(evals / 8)), *cap]
-    if algo == "refine":  # 4 chains: the engine generates them as one batch
-        return ["--algo", "refine", "--chains", "4", "--turns", str(math.ceil(evals / 4)), *cap]
-    raise ValueError(f"unknown algorithm {algo!r}")
+class Refused(Exception):
+    """A one-line error in what the command was given: exit status 2."""
 
+
+# -- the plan -------------------------------------------------------------------------------
 
 def plan(tasks: list[str], seeds: list[int], algos=ALGOS) -> list[tuple[int, str, str]]:
     """(seed, task, algo) cells, round-robin: every algorithm on every task at a seed before
-    the next seed, so a run cut short leaves every algorithm the same (task, seed) groups but
-    the last. The algorithms' order rotates from group to group."""
+    the next seed, so a session cut short leaves every algorithm the same (task, seed) groups
+    but the last. The algorithms' order rotates from group to group."""
+    algos = tuple(algos)
     cells = []
     for group, (seed, task) in enumerate(itertools.product(seeds, tasks)):
         turn = group % len(algos)
@@ -94,85 +127,109 @@ def plan(tasks: list[str], seeds: list[int], algos=ALGOS) -> list[tuple[int, str
     return cells
 
 
-def search_cmd(task: str, algo: str, seed: int, args, run_dir: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "perfgym.cli", "search", "--task", task, "--seed", str(seed),
-           "--policy", args.policy, "--run-dir", str(run_dir), "--json",
-           *algo_args(algo, args.evals, args.G)]
-    if args.policy == "openai":
-        cmd += ["--model", args.model]  # the server from $OPENAI_BASE_URL
-    else:
-        cmd += ["--model-path", str(args.model_path)]
-    for flag in ("temperature", "top_p", "top_k", "min_p", "max_tokens"):  # else the model's
-        if getattr(args, flag) is not None:
-            cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-    if not args.heldout:  # ~45 s a run on 2 cores, and the comparison does not use it
-        cmd.append("--no-heldout")
-    if (run_dir / "run.sqlite").is_file():
-        cmd.append("--resume")
-    return cmd
+def missing(cells: dict, tasks, seeds, algos=ALGOS) -> list[tuple[int, str, str]]:
+    """The planned cells a kind's `cells` do not hold, in plan order."""
+    return [c for c in plan(tasks, seeds, algos) if key(c[1], c[0], c[2]) not in cells]
 
 
-def run_cell(task: str, algo: str, seed: int, args, run_dir: Path) -> str | None:
-    """Runs the search unless it is done; returns why it failed, or None."""
-    if (run_dir / "done").is_file():
-        return None
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with open(run_dir / "search.log", "a") as err:  # the whole stderr, for a post-mortem
-        r = subprocess.run(search_cmd(task, algo, seed, args, run_dir), check=False,
-                           stdout=subprocess.PIPE,
-                           stderr=err, text=True)
-    if r.returncode != 0:
-        tail = (run_dir / "search.log").read_text()[-1500:].strip().splitlines()
-        return f"perfgym search exited {r.returncode}: " + " | ".join(tail[-6:])
-    (run_dir / "done").write_text(f"{time.monotonic() - started:.1f}\n")
-    return None
+def cell_seconds(cells: dict) -> float:
+    """What a cell takes on this kind: the mean wall time of its cells, else CELL_MINUTES."""
+    walls = [c["wall_seconds"] for c in cells.values() if c.get("wall_seconds")]
+    return statistics.fmean(walls) if walls else CELL_MINUTES * 60
 
 
-def measure(run_dir: Path, evals: int) -> dict:
-    """One run's record, from its store: the first `evals` candidates besides the seed, in the
-    order they were generated (store ids)."""
-    from perfgym.store import RunStore
-    store = RunStore(run_dir)
-    try:
-        config = store.config() or {}
-        cands = store.candidates()
-        heldout = [row for _, _, data in store.events("heldout") for row in data["rows"]]
-    finally:
-        store.close()
-    seed = next((c for c in cands if c.op == "seed"), None)
-    answers = [c for c in cands if c.op != "seed" and not c.pending]
-    counted = answers[:evals]
-    # the naive kernel's GFLOP/s: the seed's when the algorithm measured one (sqd, evolve),
-    # else from the candidates' speedups over it (refine and best-of-n have no seed)
-    implied = [c.gflops / c.outcome["speedup"] for c in counted
-               if c.ok and c.gflops and (c.outcome or {}).get("speedup")]
-    naive = seed.gflops if seed is not None and seed.ok and seed.gflops else \
-        (statistics.median(implied) if implied else None)
-    best_g, best_s = naive, 1.0
-    curve_g, curve_s, by_iteration = [naive], [1.0], {}
-    fast = 0
-    for c in counted:
-        if c.ok and not c.copied and c.gflops:  # a copied memory kernel is not the search's
-            best_g = max(best_g or 0.0, c.gflops)
-            best_s = max(best_s, c.outcome.get("speedup") or 0.0)
-            low = c.outcome.get("speedup_low")
-            fast += (low > 1.0) if low is not None else (c.outcome.get("speedup") or 0) >= FASTER
-        curve_g.append(best_g)
-        curve_s.append(best_s)
-        by_iteration[str(c.iteration)] = best_g
-    found = [c.gflops for c in counted if c.ok and not c.copied and c.gflops]
-    return {"evaluated": len(answers), "exact": len(answers) == evals,
-            "best_speedup": best_s, "best_gflops": max(found) if found else None,
-            "naive_gflops": naive, "fast_share": fast / len(counted) if counted else 0.0,
-            "statuses": dict(Counter(c.status for c in counted)),
-            "curve_gflops": curve_g, "curve_speedup": curve_s,
-            "best_gflops_by_iteration": by_iteration,
-            "heldout_of_best": heldout, "sampling": config.get("sampling"),
-            "wall_seconds": float((run_dir / "done").read_text())}
+def runnable(todo: list, hours: float | None, run_one, estimate, clock=time.monotonic) -> int:
+    """Run `todo`'s cells in order while the next is expected to end within `hours` of the
+    start (`estimate()`: a cell's seconds now); returns how many ran."""
+    started = clock()
+    for n, cell in enumerate(todo):
+        if hours is not None and clock() - started + estimate() > hours * 3600:
+            log(f"{len(todo) - n} cells left: the next would end past {hours} h")
+            return n
+        run_one(*cell)
+    return len(todo)
 
 
-# -- statistics: the bootstrap over (task, seed) runs, stratified by task --------------------
+def plan_text(doc: dict, here: str, tasks, seeds, algos) -> str:
+    """What `--plan` prints: this kind's cells still to run, in order, and their hours."""
+    cells = doc["cells"].get(here, {})
+    todo = missing(cells, tasks, seeds, algos)
+    each = cell_seconds(cells)
+    imported = sum(c.get("source") == "first_search.json" for c in cells.values())
+    planned = len(plan(tasks, seeds, algos))
+    held = (f"{planned} cells planned ({len(algos)} algorithms x {len(tasks)} tasks x "
+            f"{len(seeds)} seeds); this kind holds {len(cells)} cells ({imported} from "
+            f"first_search.json), {planned - len(todo)} of them planned; {len(todo)} to run")
+    hours = (f"estimated: {len(todo)} x {each / 60:.1f} min = {len(todo) * each / 3600:.1f} h "
+             f"({'the mean wall time of its cells' if cells else 'none measured on it'})")
+    lines = [f"machine kind: {here} (this machine); model {doc['model']}", held, hours]
+    if len(tasks) < MIN_TASKS or len(seeds) < MIN_SEEDS:
+        lines.append(f"note: `default` needs {MIN_SEEDS} seeds on {MIN_TASKS} tasks of every "
+                     "algorithm; this plan cannot declare one")
+    lines += [f"{i:4d}  {task:10s} seed {seed}  {algo:10s} (ends at {i * each / 3600:.1f} h)"
+              for i, (seed, task, algo) in enumerate(todo, 1)]
+    return "\n".join(lines)
+
+
+# -- first_search.json's no-flag draws are climb cells (and its --algo sqd draws SQD cells) --
+
+def extra_flags(command: str) -> list[str]:
+    """A `perfgym search` command's flags besides --task, --seed, --run-dir and --json."""
+    words = shlex.split(command)[2:]
+    out, i = [], 0
+    while i < len(words):
+        if words[i] in ("--task", "--seed", "--run-dir"):
+            i += 2
+            continue
+        if words[i] != "--json":
+            out.append(words[i])
+        i += 1
+    return out
+
+
+def first_search_cells(doc: dict) -> list[dict]:
+    """The cells of first_search.json: its draws whose command is the no-flag search (climb)
+    or the no-flag search with `--algo sqd` (sqd); any other is not one of these cells."""
+    from perfgym.models import CODER
+    rows = [*doc.get("draws", []), *doc.get("tasks", []),
+            *(doc.get("sqd_same_budget") or {}).get("draws", [])]
+    cells = []
+    for row in rows:
+        algo = {(): "climb", ("--algo", "sqd"): "sqd"}.get(tuple(extra_flags(row["command"])))
+        if algo is None or not row.get("machine") or row.get("train_geomean_speedup") is None:
+            continue
+        m = row["machine"]
+        cell = {"task": row["task"], "seed": row["seed"], "algo": algo,
+                "machine": {"cpu": m["cpu"], "isa": m["isa"], "cores": m.get("cores")},
+                "kind": machine_kind(m["cpu"], m["isa"]), "commit": row.get("commit"),
+                "date": row.get("date"), "command": row["command"],
+                "model": CODER.title,  # the no-flag default of first_search.py's runs
+                "wall_seconds": row["wall_seconds"], "answers": row.get("answers"),
+                "train_geomean_speedup": row["train_geomean_speedup"],
+                "best_speedup": max(1.0, row["train_geomean_speedup"]),
+                "heldout_geomean_speedup": row.get("heldout_geomean_speedup"),
+                "heldout_all_ok": row.get("heldout_all_ok"), "confirmed": row.get("confirmed"),
+                "curve": None, "source": "first_search.json"}
+        if row.get("disturbed"):
+            cell["disturbed"] = row["disturbed"]
+        cells.append(cell)
+    return cells
+
+
+def add_cells(doc: dict, cells: list[dict]) -> int:
+    """Add the cells `doc` does not hold yet (a cell it holds stays as it is); how many."""
+    added = 0
+    for cell in cells:
+        held = doc["cells"].setdefault(cell["kind"], {})
+        k = key(cell["task"], cell["seed"], cell["algo"])
+        if k not in held:
+            held[k] = cell
+            added += 1
+            doc.get("failed", {}).get(cell["kind"], {}).pop(k, None)
+    return added
+
+
+# -- statistics: the bootstrap clustered by task ----------------------------------------------
 
 def task_mean(by_task: dict[str, list[float]]) -> float:
     """The mean over tasks of the mean over a task's runs: every task weighs the same."""
@@ -181,214 +238,386 @@ def task_mean(by_task: dict[str, list[float]]) -> float:
 
 def bootstrap_ci(by_task: dict[str, list[float]], n: int = BOOTSTRAP, seed: int = 0,
                  level: float = 0.95) -> tuple[float, float]:
-    """Percentile CI of task_mean, resampling each task's runs with replacement (the tasks
-    are fixed: the question is how much the seeds move the answer, task by task)."""
+    """Percentile CI of task_mean, clustered by task: each resample draws the tasks with
+    replacement, then each drawn task's runs with replacement (a task is a cluster of
+    seeds; which tasks were chosen is a draw too)."""
     rng = random.Random(seed)
-    stats = sorted(task_mean({t: rng.choices(v, k=len(v)) for t, v in by_task.items()})
-                   for _ in range(n))
+    tasks = sorted(by_task)
+    stats = sorted(
+        statistics.fmean(statistics.fmean(rng.choices(by_task[t], k=len(by_task[t])))
+                         for t in rng.choices(tasks, k=len(tasks)))
+        for _ in range(n))
     tail = (1 - level) / 2
     return stats[int(tail * (n - 1))], stats[math.ceil((1 - tail) * (n - 1))]
 
 
-def summarize(by_task: dict[str, list[float]]) -> dict:
+def summarize(by_task: dict[str, list[float]], n: int = BOOTSTRAP) -> dict:
     """Mean of logs -> geometric mean and its CI."""
-    lo, hi = bootstrap_ci(by_task)
+    lo, hi = bootstrap_ci(by_task, n)
     return {"geomean": math.exp(task_mean(by_task)), "ci95": [math.exp(lo), math.exp(hi)],
             "runs": sum(len(v) for v in by_task.values()), "tasks": len(by_task)}
 
 
-def complete_groups(records: dict, algos=ALGOS) -> list[tuple[str, int]]:
-    """(task, seed) groups that every algorithm finished without error."""
-    groups = {(r["task"], r["seed"]) for r in records.values()}
-    return sorted(g for g in groups if all(
-        "error" not in records.get(key(g[0], g[1], a), {"error": "not run"}) for a in algos))
-
-
-def aggregate(records: dict, algos=ALGOS) -> dict:
-    groups = complete_groups(records, algos)
-    if not groups:
-        return {"groups": [], "ci": {}, "comparisons": {}}
-
-    def logs(algo) -> dict[str, list[float]]:
-        by_task: dict[str, list[float]] = {}
-        for task, seed in groups:
-            by_task.setdefault(task, []).append(
-                math.log(records[key(task, seed, algo)]["best_speedup"]))
-        return by_task
-
-    ci = {a: summarize(logs(a)) for a in algos}
+def kind_summary(cells: dict, tasks, seeds, algos=ALGOS, n: int = BOOTSTRAP) -> dict:
+    """One machine kind's comparison, from its cells (key -> record)."""
+    seeds_of = {a: {} for a in algos}
+    for c in cells.values():
+        if c["algo"] in seeds_of:
+            seeds_of[c["algo"]].setdefault(c["task"], {})[c["seed"]] = math.log(c["best_speedup"])
+    compared = sorted(set.intersection(*(set(s) for s in seeds_of.values())))
+    full = [t for t in compared if all(len(seeds_of[a][t]) >= MIN_SEEDS for a in algos)]
+    ci = {a: summarize({t: list(seeds_of[a][t].values()) for t in compared}, n)
+          for a in algos} if compared else {}
+    groups = [(t, s) for t in compared for s in sorted(seeds_of[algos[0]][t])
+              if all(s in seeds_of[a][t] for a in algos)]
     comparisons = {}
     for a, b in itertools.combinations(algos, 2):
-        la, lb = logs(a), logs(b)  # the same groups, in the same order: paired
-        diff = {t: [x - y for x, y in zip(la[t], lb[t])] for t in la}
-        s = summarize(diff)
-        comparisons[f"{a} / {b}"] = {"ratio": s["geomean"], "ci95": s["ci95"],
-                                     "pairs": s["runs"]}
-    return {"groups": [list(g) for g in groups], "ci": ci, "comparisons": comparisons}
+        diff: dict[str, list[float]] = {}
+        for t, s in groups:
+            diff.setdefault(t, []).append(seeds_of[a][t][s] - seeds_of[b][t][s])
+        if diff:
+            sm = summarize(diff, n)
+            comparisons[f"{a} / {b}"] = {"ratio": sm["geomean"], "ci95": sm["ci95"],
+                                         "pairs": sm["runs"], "tasks": sm["tasks"]}
+    default = None
+    if len(full) >= MIN_TASKS:
+        default = max(algos, key=lambda a: ci[a]["geomean"])
+    todo = missing(cells, tasks, seeds, algos)
+    return {"draws": {a: {t: len(v) for t, v in sorted(seeds_of[a].items())} for a in algos},
+            "tasks": compared, "tasks_with_3_seeds": full, "ci": ci,
+            "groups": [list(g) for g in groups], "comparisons": comparisons,
+            "default": default,
+            "missing": [] if default else [key(t, s, a) for s, t, a in todo],
+            "hours_to_run": round(len(todo) * cell_seconds(cells) / 3600, 1)}
 
 
-def key(task: str, seed: int, algo: str) -> str:
-    return f"{task}/seed{seed}/{algo}"
-
-
-def curves(records: dict, tasks: list[str], algos=ALGOS) -> dict:
-    """Per task and algorithm: the best-so-far GFLOP/s after each candidate, mean over seeds
-    (a run's unknown naive rate, nothing having passed, is the task's from other runs)."""
-    out: dict[str, dict] = {}
-    for task in tasks:
-        runs = [r for r in records.values() if r["task"] == task and "error" not in r]
-        naive = [r["naive_gflops"] for r in runs if r["naive_gflops"]]
-        fill = statistics.median(naive) if naive else None
-        for algo in algos:
-            rows = [[x if x is not None else fill for x in r["curve_gflops"]]
-                    for r in runs if r["algo"] == algo]
-            rows = [row for row in rows if None not in row]
-            if not rows:
-                continue
-            n = min(len(row) for row in rows)
-            out.setdefault(task, {})[algo] = {
-                "mean": [statistics.fmean(row[i] for row in rows) for i in range(n)],
-                "min": [min(row[i] for row in rows) for i in range(n)],
-                "max": [max(row[i] for row in rows) for i in range(n)], "seeds": len(rows)}
+def headline(s: dict, algos) -> dict:
+    """A kind's figures as strings, for the docs' table (docs/hooks/results_tables.py)."""
+    out = {f"{a}: best speedup": f"{c['geomean']:.2f}x [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}]"
+           f" ({c['runs']} cells, {c['tasks']} tasks)" for a, c in s["ci"].items()}
+    for a in algos:
+        out.setdefault(f"{a}: best speedup", f"{sum(s['draws'][a].values())} cells; no task "
+                       "every algorithm has")
+    out["default"] = s["default"] or (f"none yet: {len(s['missing'])} cells to run "
+                                      f"(~{s['hours_to_run']} h)")
     return out
 
 
-def plot(curve: dict, path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    tasks = list(curve)
-    if not tasks:
-        return
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for algo, c in curve[task].items():
-            x = range(len(c["mean"]))
-            (line,) = ax.plot(x, c["mean"], drawstyle="steps-post",
-                              label=f"{algo} ({c['seeds']} seeds)")
-            ax.fill_between(x, c["min"], c["max"], step="post", color=line.get_color(),
-                            alpha=0.15)
-        ax.set_title(task)
-        ax.set_xlabel("candidates evaluated")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("best-so-far GFLOP/s")
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def summaries(doc: dict, tasks, seeds, algos, n: int = BOOTSTRAP) -> dict:
+    """`machines`: per kind, its comparison and what the docs' table shows."""
+    out = {}
+    for k, cells in sorted(doc["cells"].items()):
+        s = kind_summary(cells, tasks, seeds, algos, n)
+        by_date = sorted(cells.values(), key=lambda c: c.get("date") or "")
+        dates = sorted({c["date"] for c in by_date if c.get("date")})
+        commits = list(dict.fromkeys(c["commit"] for c in by_date if c.get("commit")))
+        m = by_date[-1]["machine"]
+        out[k] = {"cpu": m["cpu"], "isa": m["isa"], "cores": m.get("cores"),
+                  "date": " to ".join(dict.fromkeys([dates[0], dates[-1]])) if dates else None,
+                  "commit": (f"{commits[-1]} and {len(commits) - 1} earlier" if len(commits) > 1
+                             else commits[0] if commits else None),
+                  "commits": commits, "model": doc["model"], "cells": len(cells),
+                  "summary": headline(s, algos), **s}
+    return out
 
 
-def main() -> None:
+# -- the results file ---------------------------------------------------------------------------
+
+def new_doc(model: str) -> dict:
+    return {"benchmark": "search_compare", "script": "benchmarks/search_compare.py",
+            "model": model, "cells": {}, "failed": {}, "machines": {}}
+
+
+def load(path: Path, model: str) -> dict:
+    """The results file (a new one if there is none). Another model's file is refused."""
+    if not path.exists():
+        return new_doc(model)
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as exc:
+        raise Refused(f"{path} is not JSON ({exc}): restore it from git") from None
+    if "cells" not in doc:
+        raise Refused(f"{path} is not an equal-time comparison (no `cells`): give another "
+                      "--json")
+    if doc["model"] != model:
+        raise Refused(f"{path} compares {doc['model']}'s searches, and the no-flag search's "
+                      f"model here is {model}: give another --json")
+    doc.setdefault("failed", {})
+    return doc
+
+
+def write(path: Path, doc: dict, args) -> None:
+    """Merge `doc`'s cells into the file as it is now (another session's cells stay), then
+    write it whole with its summaries, atomically: a kill leaves the old file or the new."""
+    if path.is_file():
+        add_cells(doc, [c for cells in load(path, doc["model"])["cells"].values()
+                        for c in cells.values()])
+    machines = summaries(doc, args.tasks, args.seeds, args.algos)
+    kept = {k: doc[k] for k in ("benchmark", "script", "model", "cells", "failed")}
+    doc.clear()  # (in this order: what was compared, the summaries, then the cells)
+    doc.update({k: kept[k] for k in ("benchmark", "script", "model")}, **settings(args),
+               machines=machines, cells=kept["cells"], failed=kept["failed"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def settings(args) -> dict:
+    return {"budget_minutes": budget_minutes(), "algorithms": list(args.algos),
+            "tasks": list(args.tasks), "seeds": list(args.seeds),
+            "flags": {a: ["perfgym", "search", "--task", "T", "--seed", "S",
+                          *cli_args(flags(a))] for a in args.algos},
+            "statistic": "per cell the best speedup over naive (the result's geometric mean "
+                         "over the train sizes; 1.0 when nothing beat naive); per machine kind "
+                         "and algorithm the geometric mean (mean of logs over a task's seeds, "
+                         "then over the tasks every algorithm has a cell on) with a 95% "
+                         f"percentile bootstrap CI clustered by task ({BOOTSTRAP} resamples: "
+                         "tasks with replacement, then seeds within each); comparisons: the "
+                         "paired ratio A / B on the (task, seed) groups every algorithm has, "
+                         "same bootstrap; default: the highest geometric mean, once every "
+                         f"algorithm has {MIN_SEEDS} seeds on {MIN_TASKS} tasks"}
+
+
+# -- one cell --------------------------------------------------------------------------------
+
+def curve(points: list[tuple[float, float | None]], wall: float | None = None) -> list:
+    """The best-so-far speedup over the cell's wall time: [seconds, speedup] at the start
+    (1.0: naive) and at each gain, then at the end. `points`: (seconds, speedup or None)."""
+    best, out = 1.0, [[0.0, 1.0]]
+    for t, s in sorted(points, key=lambda p: p[0]):
+        if s is not None and s > best:
+            best = s
+            out.append([round(t, 1), round(s, 4)])
+    if wall is not None:
+        out.append([round(wall, 1), round(best, 4)])
+    return out
+
+
+def store_points(run_dir: Path, started: float) -> tuple[list, dict]:
+    """(seconds since the start, speedup of a right kernel, else None) per evaluated
+    candidate, and the status mix."""
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        rows = con.execute("SELECT status, outcome, evaluated FROM candidates "
+                           "WHERE evaluated IS NOT NULL").fetchall()
+    finally:
+        con.close()
+    points, statuses = [], {}
+    for status, outcome, evaluated in rows:
+        o = json.loads(outcome or "{}")
+        statuses[status] = statuses.get(status, 0) + 1
+        ok = status == "OK" and not o.get("copied_from")
+        points.append((evaluated - started, o.get("speedup") if ok else None))
+    return points, statuses
+
+
+def measure(run_dir: Path, cell: dict) -> dict:
+    """A finished cell's record, from its run directory: `result.json` (the search's --json),
+    the run store and the `started` and `done` stamps."""
+    from perfgym.store import RunStore
+    result = json.loads((run_dir / "result.json").read_text())
+    started = float((run_dir / "started").read_text())
+    wall = float((run_dir / "done").read_text())
+    store = RunStore(run_dir)
+    try:
+        config = store.config() or {}
+        heldout = [row for _, _, d in store.events("heldout") for row in d["rows"]
+                   if row["candidate"] == result["best_id"]]
+    finally:
+        store.close()
+    points, statuses = store_points(run_dir, started)
+    best = result.get("best") or {}
+    train = best.get("speedup")
+    confirmed = result.get("confirmed") or {}
+    h = heldout[-1] if heldout else {}
+    return {**cell, "model": (config.get("model_id") or {}).get("name") or config.get("model"),
+            "sampling": config.get("sampling"), "wall_seconds": round(wall, 1),
+            "answers": result["answers"]["answers"], "answer_counts": result["answers"],
+            "statuses": statuses, "best_id": result["best_id"],
+            "train_geomean_speedup": train, "best_speedup": max(1.0, train or 1.0),
+            "heldout_geomean_speedup": h.get("speedup"),
+            "heldout_all_ok": h.get("status") == "OK" if h else None,
+            "confirmed": ({"speedup": confirmed["speedup"], "low": confirmed.get("speedup_low")}
+                          if "speedup" in confirmed else confirmed or None),
+            "curve": curve(points, wall), "source": "search_compare.py"}
+
+
+def ready(run_dir: Path) -> bool:
+    """True when the cell's search finished (measure it); else the directory is made ready
+    for a new start: a run killed part way is moved to ALGO.killed, not resumed (it would get
+    more than its minutes)."""
+    if (run_dir / "done").is_file() and (run_dir / "result.json").is_file():
+        return True
+    if run_dir.exists():
+        killed = run_dir.with_name(run_dir.name + ".killed")
+        shutil.rmtree(killed, ignore_errors=True)
+        run_dir.rename(killed)
+    run_dir.mkdir(parents=True)
+    return False
+
+
+def search(run_dir: Path, task: str, seed: int, algo: str) -> str | None:
+    """Run the cell's search into `run_dir`; why it failed, or None."""
+    command = [sys.executable, "-m", "perfgym.cli", "search", "--task", task, "--seed",
+               str(seed), "--run-dir", str(run_dir), "--json", *cli_args(flags(algo))]
+    (run_dir / "started").write_text(f"{time.time()}\n")
+    begun = time.monotonic()
+    with open(run_dir / "result.part", "w") as out, open(run_dir / "search.log", "a") as err:
+        done = subprocess.run(command, stdout=out, stderr=err, check=False)
+    wall = time.monotonic() - begun
+    if done.returncode != 0:
+        tail = (run_dir / "search.log").read_text()[-1500:].strip().splitlines()
+        return f"perfgym search exited {done.returncode}: " + " | ".join(tail[-6:])
+    os.replace(run_dir / "result.part", run_dir / "result.json")
+    (run_dir / "done").write_text(f"{wall:.1f}\n")
+    return None
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
+
+
+def run_cell(seed: int, task: str, algo: str, doc: dict, args, here: dict) -> None:
+    """One cell: run (or read, when it finished unwritten), record, write the file."""
+    run_dir = args.out / slug(here["kind"]) / task / f"seed{seed}" / algo
+    log(f"{task} seed {seed} {algo}: {run_dir}")
+    cell = {"task": task, "seed": seed, "algo": algo, "machine": here["machine"],
+            "kind": here["kind"], "commit": here["commit"],
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "command": shlex.join(["perfgym", "search", "--task", task, "--seed", str(seed),
+                                   *cli_args(flags(algo))]), "run_dir": str(run_dir)}
+    error = None if ready(run_dir) else search(run_dir, task, seed, algo)
+    if error is None:
+        try:
+            record = measure(run_dir, cell)
+        except Exception as exc:  # a broken store is this cell's failure, not the session's
+            error = f"measuring: {type(exc).__name__}: {exc}"
+    if error is not None:
+        log(f"  FAILED: {error}")
+        doc["failed"].setdefault(here["kind"], {})[key(task, seed, algo)] = {**cell,
+                                                                            "error": error}
+    else:
+        log(f"  {record['answers']} answers, best {record['best_speedup']:.2f}x naive over the "
+            f"train sizes, {record['wall_seconds']:.0f} s")
+        add_cells(doc, [record])
+    write(args.json, doc, args)
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def parse(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--policy", default=None, help="openvino, hf or openai (default: what "
-                    "`perfgym search` uses with no flags)")
-    ap.add_argument("--model-path", default=None, help="local model: a name (coder, smollm2) "
-                    "or path (default: perfgym search's default model)")
-    ap.add_argument("--model", help="openai: the served model's name")
     ap.add_argument("--tasks", default=TASKS)
-    ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--evals", type=int, default=32, help="candidates per run besides the seed")
-    ap.add_argument("--G", type=int, default=4, help="SQD's children per node")
-    ap.add_argument("--temperature", type=float)
-    ap.add_argument("--top-p", type=float)
-    ap.add_argument("--top-k", type=int)
-    ap.add_argument("--min-p", type=float)
-    ap.add_argument("--max-tokens", type=int)
-    ap.add_argument("--heldout", action="store_true", help="judge each run's best kernel at "
-                    "the task's held-out sizes too (recorded as heldout_of_best)")
-    ap.add_argument("--budget-minutes", type=float, help="start no cell after this much time")
+    ap.add_argument("--seeds", default=SEEDS)
+    ap.add_argument("--algos", default=",".join(ALGOS),
+                    help=f"of {', '.join(ALGOS + OPTIONAL)}")
+    ap.add_argument("--plan", action="store_true", help="print the cells still to run on "
+                    "this machine kind and their hours; run nothing")
+    ap.add_argument("--hours", type=float, help="start a cell only when it should end within "
+                    "this many hours (0: import and summarize only)")
+    ap.add_argument("--merge", type=Path, nargs="+", help="add these results files' cells; "
+                    "run nothing")
     ap.add_argument("--out", type=Path, default=Path("runs/search_compare"))
-    ap.add_argument("--json", type=Path, help="default: OUT/search_compare.json")
-    args = ap.parse_args()
-    from perfgym.models import model_identity, search_default_model
+    ap.add_argument("--json", type=Path, default=RESULTS / "search_compare.json")
+    ap.add_argument("--first-search", type=Path, default=FIRST_SEARCH)
+    args = ap.parse_args(argv)
+    try:
+        args.tasks = [t for t in args.tasks.split(",") if t]
+        args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        raise Refused(f"--seeds takes integers, comma-separated, not {args.seeds!r}") from None
+    args.algos = tuple(a for a in args.algos.split(",") if a)
+    from perfgym.tasks import builtin_names
+    if unknown := [t for t in args.tasks if t not in builtin_names()]:
+        raise Refused(f"--tasks: {', '.join(unknown)} is not a built-in task (perfgym tasks)")
+    if not args.algos or any(a not in ALGOS + OPTIONAL for a in args.algos):
+        raise Refused(f"--algos takes some of {', '.join(ALGOS + OPTIONAL)}, comma-separated")
+    if not args.tasks or not args.seeds or len(set(args.algos)) != len(args.algos):
+        raise Refused("--tasks and --seeds need one each, and --algos names each once")
+    if args.hours is not None and args.hours < 0:
+        raise Refused(f"--hours is 0 or more, not {args.hours}")
+    if args.plan and args.merge:
+        raise Refused("--plan and --merge each run alone: give one")
+    return args
+
+
+def prepare() -> dict:
+    """Before the first cell, as first_search.py: the model fetched and the engine's settings
+    for this machine chosen (first-use costs, not a cell's); this machine's record."""
+    from perfgym.machine import fingerprint
+    from perfgym.models import search_default_model
     from perfgym.policies import default_local_policy
-    if args.policy is None:
-        args.policy = "openai" if args.model else default_local_policy()
-    if args.policy == "openai" and not args.model:
-        raise SystemExit("--policy openai needs --model (and $OPENAI_BASE_URL)")
-    if args.policy != "openai" and args.model_path is None:
-        args.model_path = search_default_model()
-    if args.evals < 1:
-        raise SystemExit("--evals is at least 1")
-    tasks = args.tasks.split(",")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    json_path = args.json or args.out / "search_compare.json"
-    cells = plan(tasks, seeds)
-    from perfgym.machine import machine_info
-    out = {"kind": "search_compare",
-           "command": " ".join(["python", "benchmarks/search_compare.py", *sys.argv[1:]]),
-           "machine": {"cpu": machine_info().get("fingerprint", {}).get("cpu"),
-                       "cores": os.cpu_count()},
-           "model": args.model if args.policy == "openai" else args.model_path,
-           "model_id": None if args.policy == "openai" else model_identity(args.model_path),
-           "settings": {"policy": args.policy, "tasks": tasks, "seeds": seeds,
-                        "evals": args.evals, "algorithms": list(ALGOS), "G": args.G,
-                        "flags": {a: algo_args(a, args.evals, args.G) for a in ALGOS},
-                        "sampling": None, "heldout": args.heldout,
-                        "budget_minutes": args.budget_minutes},
-           "statistic": "best speedup over the naive kernel per run (1.0 when nothing beat "
-                        "it); per algorithm the geometric mean over runs (mean of logs over a "
-                        "task's seeds, then over tasks) with a 95% percentile bootstrap CI "
-                        f"({BOOTSTRAP} resamples of the seeds within each task); comparisons: "
-                        "the paired ratio A / B of those geometric means, same task and seed, "
-                        "same bootstrap; only (task, seed) groups every algorithm finished",
-           "cells_planned": len(cells)}
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    records: dict[str, dict] = {}
-    started = time.monotonic()
-    stopped = None
-    for i, (seed, task, algo) in enumerate(cells, 1):
-        run_dir = args.out / task / f"seed{seed}" / algo
-        elapsed = time.monotonic() - started
-        if not (run_dir / "done").is_file() and args.budget_minutes is not None \
-                and elapsed > args.budget_minutes * 60:
-            stopped = f"budget of {args.budget_minutes} min spent before cell {i}"
-            log(stopped)
-            break
-        log(f"cell {i}/{len(cells)}: {task} seed {seed} {algo} "
-            f"({elapsed / 60:.1f} min so far)")
-        record = {"task": task, "seed": seed, "algo": algo, "run_dir": str(run_dir)}
-        error = run_cell(task, algo, seed, args, run_dir)
-        if error is None:
-            try:
-                record.update(measure(run_dir, args.evals))
-            except Exception as exc:  # a broken store is this cell's failure, not the run's
-                error = f"measuring: {type(exc).__name__}: {exc}"
-        if error is not None:
-            record["error"] = error
-            log(f"  FAILED: {error}")
-        else:
-            log(f"  {record['evaluated']} evaluated, best {record['best_speedup']:.2f}x "
-                f"naive, {record['wall_seconds']:.0f} s, {record['statuses']}")
-            out["settings"]["sampling"] = out["settings"]["sampling"] or record["sampling"]
-        records[key(task, seed, algo)] = record
-        write(out, records, tasks, json_path, time.monotonic() - started, stopped)
-    write(out, records, tasks, json_path, time.monotonic() - started, stopped)
-    summary = json.loads(json_path.read_text())
-    log(f"{summary['cells_finished']} of {len(cells)} cells finished, "
-        f"{len(summary['groups'])} complete (task, seed) groups; {json_path}")
-    for algo, c in summary["ci"].items():
-        print(f"{algo:10s} geomean best speedup {c['geomean']:.2f}x "
-              f"[{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] over {c['runs']} runs")
-    for pair, c in summary["comparisons"].items():
-        print(f"{pair:22s} {c['ratio']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] "
-              f"({c['pairs']} pairs)")
+    subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch",
+                    search_default_model()], check=True, capture_output=True)
+    if default_local_policy() == "openvino":
+        probe = ("from perfgym.policies.openvino import _measured_settings; from perfgym."
+                 "models import named_gguf, search_default_model; "
+                 "_measured_settings(named_gguf(search_default_model()))")
+        subprocess.run([sys.executable, "-c", probe], check=True)
+    fp = fingerprint()
+    return {"machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
+            "kind": machine_kind(fp["cpu"], fp["isa"]), "commit": commit()}
 
 
-def write(out: dict, records: dict, tasks: list[str], json_path: Path, wall: float,
-          stopped: str | None) -> None:
-    """The JSON and its plot, as of now: a killed run leaves what it had."""
-    agg = aggregate(records)
-    curve = curves(records, tasks)
-    finished = sum("error" not in r for r in records.values())
-    doc = {**out, "wall_seconds": round(wall, 1), "stopped": stopped,
-           "cells_finished": finished, "cells_failed": len(records) - finished,
-           **agg, "curves": curve, "runs": records}
-    json_path.write_text(json.dumps(doc, indent=1) + "\n")
-    plot(curve, json_path.with_suffix(".png"),
-         f"best-so-far GFLOP/s, {out['model']} ({out['settings']['evals']} candidates a run)")
+@contextlib.contextmanager
+def session_lock(out: Path):
+    """One session at a time on an --out: two would share the cores and the run dirs."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".session.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Refused(f"another search_compare session is running on {out}") from None
+        yield
+
+
+def main(argv: list[str] | None = None) -> None:
+    from perfgym.machine import cpu_model, isa_flags
+    from perfgym.models import model_title, search_default_model
+    args = parse(argv)
+    doc = load(args.json, model_title(search_default_model()))
+    if args.first_search.is_file():
+        add_cells(doc, first_search_cells(json.loads(args.first_search.read_text())))
+    here_kind = machine_kind(cpu_model(), isa_flags())
+    if args.plan:
+        print(plan_text(doc, here_kind, args.tasks, args.seeds, args.algos))
+        return
+    if args.merge:
+        for other in args.merge:
+            if not other.exists():
+                raise Refused(f"--merge: there is no {other}")
+            added = add_cells(doc, [c for cells in load(other, doc["model"])["cells"].values()
+                                    for c in cells.values()])
+            log(f"{other}: {added} cells added")
+        write(args.json, doc, args)
+        return
+    with session_lock(args.out):
+        write(args.json, doc, args)  # the imported cells, before any runs
+        here: dict = {}
+
+        def run_one(seed: int, task: str, algo: str) -> None:
+            here.update(here or prepare())
+            run_cell(seed, task, algo, doc, args, here)
+        runnable(missing(doc["cells"].get(here_kind, {}), args.tasks, args.seeds, args.algos),
+                 args.hours, run_one, lambda: cell_seconds(doc["cells"].get(here_kind, {})))
+    report(doc)
+
+
+def report(doc: dict) -> None:
+    for k, m in doc["machines"].items():
+        print(f"{k}: {m['cells']} cells; default: {m['summary']['default']}")
+        for a, c in m["ci"].items():
+            print(f"  {a:10s} {c['geomean']:.2f}x [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] "
+                  f"({c['runs']} cells, {c['tasks']} tasks)")
+        for pair, c in m["comparisons"].items():
+            print(f"  {pair:22s} {c['ratio']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] "
+                  f"({c['pairs']} pairs)")
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Refused as exc:
+        print(f"search_compare: {exc}", file=sys.stderr)
+        sys.exit(2)
