@@ -121,3 +121,17 @@ def test_a_disturbed_timing_gives_no_pair(run, tmp_path):
     done = cli("pairs", "from-runs", str(copy), "--out", str(out), "--from-naive", "--json")
     assert done.returncode == 0, done.stderr
     assert rows and json.loads(done.stdout)["pairs"] == 0
+
+
+def test_a_copy_of_the_naive_kernel_timed_fast_gives_no_pair(run, tmp_path):
+    copy, db = _copy_run(run, tmp_path)
+    rows = db.execute("SELECT id, outcome FROM candidates WHERE status = 'OK' AND op != 'seed'"
+                      " AND completion LIKE '%sum += A[i * K + k] * B[k * N + j]%'").fetchall()
+    for cid, text in rows:  # the naive kernel handed back, its timing 1.5x on noise
+        outcome = {**json.loads(text), "speedup": 1.5, "speedup_low": None, "flags": []}
+        db.execute("UPDATE candidates SET outcome = ? WHERE id = ?", (json.dumps(outcome), cid))
+    db.commit()
+    db.close()
+    out = tmp_path / "pairs.jsonl"
+    assert cli("pairs", "from-runs", str(copy), "--out", str(out), "--from-naive").returncode == 0
+    assert rows and all(normalize(p.fast) != normalize(NAIVE) for p in read_pairs(out))

@@ -319,6 +319,7 @@ def _run_pairs(run_name: str, config: dict, by_id: dict, margin: float,
                from_naive: bool) -> Iterator[Pair]:
     """One run's pairs, in candidate order (see pairs_from_runs)."""
     from ..backends import backend_for
+    from ..evaluate import is_baseline_copy
     from ..extract import FormatError
     task = get_task(config["task"])
     backend = backend_for(task)
@@ -332,8 +333,8 @@ def _run_pairs(run_name: str, config: dict, by_id: dict, margin: float,
 
     def pair(c, parent, ratio: float, file_suffix: str = "") -> Pair | None:
         slow, fast = kernel(parent), kernel(c)
-        if slow is None or fast is None:
-            return None
+        if slow is None or fast is None or is_baseline_copy(task, fast):
+            return None  # (a copy of the naive kernel timed fast is noise, whenever it ran)
         return Pair(task.kind, f"{task.name}/{run_name}#{c.id}{file_suffix}",
                     f"{task.name}: a search's verified improvement", slow, fast, task.language,
                     task.name, round(ratio, 3),
