@@ -862,15 +862,28 @@ def report(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
 # --- driver -----------------------------------------------------------------------------------
 
 def run_child(argv: list[str]) -> float:
-    """Run one stage in a child process; its own peak RSS in MB (ru_maxrss of that child, from
-    os.wait4: RUSAGE_CHILDREN would give the largest child so far). The figure starts at this
-    driver's RSS at the fork, a few hundred MB at most against the models' GB."""
+    """Run one stage in a child process; its own peak RSS in MB: the high-water mark of its
+    address space (VmHWM), read while it runs. Not ru_maxrss: a forked child's starts at
+    this driver's RSS at the fork, whatever the child then uses."""
     proc = subprocess.Popen(argv)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    peak_kb = 0
+    while proc.poll() is None:
+        peak_kb = max(peak_kb, _high_water_kb(proc.pid))
+        time.sleep(0.05)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv[2:])} failed (exit {proc.returncode})")
-    return round(usage.ru_maxrss / 1024, 1)
+    return round(peak_kb / 1024, 1)
+
+
+def _high_water_kb(pid: int) -> int:
+    """VmHWM of a running process, 0 once it is gone (or a zombie: no address space)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

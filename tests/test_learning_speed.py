@@ -287,11 +287,14 @@ def test_report_writes_the_results_schema_and_prints_pass_or_fail(tmp_path):
 # --- the driver -------------------------------------------------------------------------------
 
 def test_a_child_stage_reports_its_own_peak_rss():
-    big = ls.run_child([sys.executable, "-c", "x = bytearray(b'1') * 120_000_000"])
-    small = ls.run_child([sys.executable, "-c", "pass"])
+    ballast = bytearray(b"1") * 200_000_000  # this process large: a fork starts at its RSS
+    hold = "import time; x = bytearray(b'1') * 120_000_000; time.sleep(0.3)"
+    big = ls.run_child([sys.executable, "-c", hold])
+    small = ls.run_child([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    del ballast
     # its 114 MiB; and the child after it has its own peak, not the largest child's so far
-    # (RUSAGE_CHILDREN's). (A child's figure starts at the parent's RSS at the fork.)
-    assert big > 114 and small < big - 20
+    # (RUSAGE_CHILDREN's) nor this process's at the fork (ru_maxrss's)
+    assert 114 < big < 114 + 60 and small < 60
     with pytest.raises(SystemExit, match="exit 3"):
         ls.run_child([sys.executable, "-c", "raise SystemExit(3)"])
 
