@@ -889,7 +889,7 @@ def _high_water_kb(pid: int) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/learning_speed")
-    ap.add_argument("--pairs", default="runs/teacher/pairs.jsonl",
+    ap.add_argument("--pairs", default="benchmarks/results/teacher_pairs.jsonl",
                     help="perfgym pairs from-runs over the teacher's search run stores")
     ap.add_argument("--runs", nargs="*", default=[], help="those run stores: the teacher's "
                     "correct answers fill the anti-forgetting mix where the base has none")
