@@ -242,12 +242,14 @@ def run_verifiers(answers: list[str], c: int) -> dict:
 
 @contextmanager
 def ray_cluster(nodes: int, env: dict):
-    """`nodes` local Ray nodes, each a benchmark node (bench_node: 1), each in a process group
-    of its own that is ended afterwards; yields the head's address."""
+    """`nodes` local Ray nodes, each a benchmark node (bench_node: 1) with its share of this
+    machine's CPUs (the row without Ray has them all), each in a process group of its own that
+    is ended afterwards; yields the head's address."""
     port = free_port()
     address = f"127.0.0.1:{port}"
     procs = []
-    base = ["--block", "--num-cpus=1", '--resources={"bench_node": 1}',
+    cpus = max(1, (os.cpu_count() or 1) // nodes)
+    base = ["--block", f"--num-cpus={cpus}", '--resources={"bench_node": 1}',
             "--disable-usage-stats"]
     try:
         procs.append(subprocess.Popen(["ray", "start", "--head", f"--port={port}",

@@ -1,8 +1,12 @@
 """The Ray executor: the same `evaluate_many` seam, on an existing Ray cluster.
 
-Benchmark nodes carry a custom resource (`bench_node: 1`); every evaluation asks for one unit,
-so exactly one timing runs per benchmark node at a time, on that node, with that node's machine
-fingerprint, measured peaks and outcome cache. Evaluations are spread over the benchmark nodes
+Benchmark nodes carry a custom resource (`bench_node: 1`); every evaluation asks for a CPU and
+a sliver of it (BENCH_SLICE), so it runs on a benchmark node, with that node's machine
+fingerprint, measured peaks and outcome cache, and a node runs as many at once as it has CPUs,
+as the local executor runs them on one machine: builds and checks side by side, each timing
+alone (the node's lane is machine-wide). One evaluation a node at a time, as when each took the
+whole unit, left a one-node cluster at 88% of the same machine without Ray
+(benchmarks/rl_load.py). Evaluations are spread over the benchmark nodes
 (Ray's SPREAD strategy): Ray's default prefers the driver's own node, which a one-machine
 cluster's head is, and then lets another node wait for its turn. Each benchmark node is probed
 once, on that node, when first seen (a node that joins later is looked for every NODES_EVERY
@@ -30,6 +34,7 @@ from ..tasks import builtin_names
 from .local import Request, host_error
 
 BENCH_RESOURCE = "bench_node"
+BENCH_SLICE = 0.01  # of a node's bench_node unit, per evaluation: the node's CPUs bound them
 NODES_EVERY = 5.0  # seconds between looks for benchmark nodes that joined
 
 
@@ -85,7 +90,7 @@ class RayExecutor:
         self.ray = ray
         self.bench_resource = bench_resource
         self.remote = ray.remote(_evaluate_here).options(
-            num_cpus=1, resources={bench_resource: 1}, max_retries=max_retries,
+            num_cpus=1, resources={bench_resource: BENCH_SLICE}, max_retries=max_retries,
             scheduling_strategy="SPREAD")
         probe = ray.remote(_machine_here)  # (what .options returns has no .options)
         self._probe_on = lambda node: probe.options(
