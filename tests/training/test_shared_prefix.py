@@ -96,6 +96,46 @@ def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model, s
         assert torch.allclose(shared_grads[name], grad, atol=TOLERANCE, rtol=1e-4), name
 
 
+@pytest.mark.parametrize("layout", ["rows", "group"])
+def test_a_loss_mask_computes_logits_only_where_the_loss_counts(lora_model, layout):
+    """A multi-turn completion is mostly the gym's feedback, masked out of the loss: with the
+    loss mask given, the vocabulary-wide logits are computed at the loss's positions only
+    (their memory was most of a multi-turn update's), and the loss and every gradient are
+    the plain forward's."""
+    input_ids, attention_mask, C = batch()
+    cmask = attention_mask[:, -C:].float()
+    loss_mask = cmask.clone()
+    loss_mask[:, 2:5] = 0  # "feedback" inside every completion
+    loss_mask[:3, 0] = 0  # and the first group's first token
+    plain = plain_logps(lora_model, input_ids, attention_mask, C)
+    plain_loss, plain_grads = loss_and_grads(lora_model, plain, loss_mask)
+    positions = []
+    hook = lora_model.get_base_model().lm_head.register_forward_hook(
+        lambda module, args, out: positions.append(out.shape[0] * out.shape[1]))
+    try:
+        shared, entropies = shared_prefix_logps(lora_model, input_ids, attention_mask, C,
+                                                compute_entropy=True, layout=layout,
+                                                loss_mask=loss_mask)
+    finally:
+        hook.remove()
+    assert torch.allclose(shared * loss_mask, plain.detach() * loss_mask, atol=TOLERANCE)
+    # not computed: outside the row's mask ("rows"), its group's union of masks ("group")
+    computed = loss_mask if layout == "rows" else torch.cat(
+        [loss_mask[g:g + 3].amax(0).expand(3, -1) for g in (0, 3)])
+    assert (shared * (1 - computed)).abs().max() == 0
+    assert (entropies * (1 - computed)).abs().max() == 0
+    heads = 2  # one prefix forward per prompt, its last position
+    if layout == "rows":  # each row's own positions
+        assert sum(positions) == heads + int(loss_mask.sum()) - 3  # (token 0: the head's)
+    else:  # a group's union of them, for each of its 3 rows
+        assert sum(positions) == heads + sum(3 * (int(loss_mask[g:g + 3].any(0).sum()) - (g == 3))
+                                             for g in (0, 3))
+    shared_loss, shared_grads = loss_and_grads(lora_model, shared, loss_mask)
+    assert abs(shared_loss - plain_loss) < TOLERANCE
+    for name, grad in plain_grads.items():
+        assert torch.allclose(shared_grads[name], grad, atol=TOLERANCE, rtol=1e-4), name
+
+
 def test_rows_of_different_prompts_are_not_shared(lora_model):
     """Every row of its own prompt: the same answer as the plain forward, row by row."""
     input_ids, attention_mask, C = batch()
