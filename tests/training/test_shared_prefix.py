@@ -271,3 +271,22 @@ def test_every_micro_batch_of_a_grpo_step_is_one_prompts_group(coder_model, tmp_
     assert seen and all(rows == 4 for rows, _ in seen), seen
     assert all(prompts == 1 for _, prompts in seen), seen
     assert len(seen) == 3  # (three prompts, each its own micro-batch)
+
+
+def test_the_old_policys_log_probabilities_are_zero_where_the_loss_mask_is():
+    """Left out of the loss, a position's log-probability is 0 (above); an earlier policy's
+    kept there would make the ratio exp(0 - old) overflow where old < -88 (a feedback token
+    the model finds unlikely), and inf times the mask's 0 is NaN in the loss."""
+    from perfgym.train.shared_prefix import loss_masked
+    completion = torch.tensor([[1, 1, 1, 1, 0]])
+    tool = torch.tensor([[1, 0, 0, 1, 1]])  # positions 1 and 2: the gym's feedback
+    old = torch.tensor([[-1.0, -120.0, -95.0, -2.0, -3.0]])
+    mask, inputs = loss_masked({"completion_mask": completion, "tool_mask": tool,
+                                "old_per_token_logps": old, "sampling_per_token_logps": None})
+    assert mask.tolist() == [[1, 0, 0, 1, 0]]
+    assert inputs["old_per_token_logps"].tolist() == [[-1.0, 0.0, 0.0, -2.0, 0.0]]
+    assert inputs["sampling_per_token_logps"] is None
+    new = torch.zeros(1, 5)  # shared_prefix_logps's 0 where not computed (here everywhere)
+    assert torch.isnan((torch.exp(new - old) * mask).sum())  # what it guards against
+    ratio = torch.exp(new - inputs["old_per_token_logps"])
+    assert torch.isfinite((ratio * mask).sum())

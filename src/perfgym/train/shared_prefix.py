@@ -192,6 +192,20 @@ def _blocks_share_prompts(batch: dict[str, Any], rows: int, G: int) -> bool:
                for start in range(0, rows, G) for row in range(start + 1, start + G))
 
 
+def loss_masked(inputs: dict) -> tuple[Any, dict]:
+    """(the loss's mask, the inputs with the earlier policies' log-probabilities 0 where it is
+    0). The mask is TRL's: completion tokens, less a multi-turn rollout's feedback. A position
+    left out of it gets log-probability 0 from `shared_prefix_logps`; with the old policy's
+    there unchanged, the ratio exp(0 - old) overflows to inf where old < -88 (float32), and
+    inf times the mask's 0 is NaN in the loss."""
+    mask = inputs["completion_mask"]
+    if inputs.get("tool_mask") is not None:
+        mask = mask * inputs["tool_mask"]
+    old = {k: inputs[k] * mask for k in ("old_per_token_logps", "sampling_per_token_logps")
+           if inputs.get(k) is not None}
+    return mask, {**inputs, **old}
+
+
 def shared_prefix_trainer(base: type) -> type:
     """`base` (TRL's GRPOTrainer) with the shared-prefix update for text-only batches."""
 
@@ -213,10 +227,7 @@ def shared_prefix_trainer(base: type) -> type:
         def _compute_loss(self, model, inputs):
             # the loss's mask (TRL's: completion tokens, less a multi-turn rollout's feedback)
             # travels to the forward below, which computes logits only where it is 1
-            mask = inputs["completion_mask"]
-            if inputs.get("tool_mask") is not None:
-                mask = mask * inputs["tool_mask"]
-            self._loss_mask = mask
+            self._loss_mask, inputs = loss_masked(inputs)
             try:
                 return super()._compute_loss(model, inputs)
             finally:
