@@ -96,6 +96,46 @@ def test_log_probs_loss_and_gradients_agree_with_the_plain_forward(lora_model, s
         assert torch.allclose(shared_grads[name], grad, atol=TOLERANCE, rtol=1e-4), name
 
 
+@pytest.mark.parametrize("layout", ["rows", "group"])
+def test_a_loss_mask_computes_logits_only_where_the_loss_counts(lora_model, layout):
+    """A multi-turn completion is mostly the gym's feedback, masked out of the loss: with the
+    loss mask given, the vocabulary-wide logits are computed at the loss's positions only
+    (their memory was most of a multi-turn update's), and the loss and every gradient are
+    the plain forward's."""
+    input_ids, attention_mask, C = batch()
+    cmask = attention_mask[:, -C:].float()
+    loss_mask = cmask.clone()
+    loss_mask[:, 2:5] = 0  # "feedback" inside every completion
+    loss_mask[:3, 0] = 0  # and the first group's first token
+    plain = plain_logps(lora_model, input_ids, attention_mask, C)
+    plain_loss, plain_grads = loss_and_grads(lora_model, plain, loss_mask)
+    positions = []
+    hook = lora_model.get_base_model().lm_head.register_forward_hook(
+        lambda module, args, out: positions.append(out.shape[0] * out.shape[1]))
+    try:
+        shared, entropies = shared_prefix_logps(lora_model, input_ids, attention_mask, C,
+                                                compute_entropy=True, layout=layout,
+                                                loss_mask=loss_mask)
+    finally:
+        hook.remove()
+    assert torch.allclose(shared * loss_mask, plain.detach() * loss_mask, atol=TOLERANCE)
+    # not computed: outside the row's mask ("rows"), its group's union of masks ("group")
+    computed = loss_mask if layout == "rows" else torch.cat(
+        [loss_mask[g:g + 3].amax(0).expand(3, -1) for g in (0, 3)])
+    assert (shared * (1 - computed)).abs().max() == 0
+    assert (entropies * (1 - computed)).abs().max() == 0
+    heads = 2  # one prefix forward per prompt, its last position
+    if layout == "rows":  # each row's own positions
+        assert sum(positions) == heads + int(loss_mask.sum()) - 3  # (token 0: the head's)
+    else:  # a group's union of them, for each of its 3 rows
+        assert sum(positions) == heads + sum(3 * (int(loss_mask[g:g + 3].any(0).sum()) - (g == 3))
+                                             for g in (0, 3))
+    shared_loss, shared_grads = loss_and_grads(lora_model, shared, loss_mask)
+    assert abs(shared_loss - plain_loss) < TOLERANCE
+    for name, grad in plain_grads.items():
+        assert torch.allclose(shared_grads[name], grad, atol=TOLERANCE, rtol=1e-4), name
+
+
 def test_rows_of_different_prompts_are_not_shared(lora_model):
     """Every row of its own prompt: the same answer as the plain forward, row by row."""
     input_ids, attention_mask, C = batch()
@@ -231,3 +271,22 @@ def test_every_micro_batch_of_a_grpo_step_is_one_prompts_group(coder_model, tmp_
     assert seen and all(rows == 4 for rows, _ in seen), seen
     assert all(prompts == 1 for _, prompts in seen), seen
     assert len(seen) == 3  # (three prompts, each its own micro-batch)
+
+
+def test_the_old_policys_log_probabilities_are_zero_where_the_loss_mask_is():
+    """Left out of the loss, a position's log-probability is 0 (above); an earlier policy's
+    kept there would make the ratio exp(0 - old) overflow where old < -88 (a feedback token
+    the model finds unlikely), and inf times the mask's 0 is NaN in the loss."""
+    from perfgym.train.shared_prefix import loss_masked
+    completion = torch.tensor([[1, 1, 1, 1, 0]])
+    tool = torch.tensor([[1, 0, 0, 1, 1]])  # positions 1 and 2: the gym's feedback
+    old = torch.tensor([[-1.0, -120.0, -95.0, -2.0, -3.0]])
+    mask, inputs = loss_masked({"completion_mask": completion, "tool_mask": tool,
+                                "old_per_token_logps": old, "sampling_per_token_logps": None})
+    assert mask.tolist() == [[1, 0, 0, 1, 0]]
+    assert inputs["old_per_token_logps"].tolist() == [[-1.0, 0.0, 0.0, -2.0, 0.0]]
+    assert inputs["sampling_per_token_logps"] is None
+    new = torch.zeros(1, 5)  # shared_prefix_logps's 0 where not computed (here everywhere)
+    assert torch.isnan((torch.exp(new - old) * mask).sum())  # what it guards against
+    ratio = torch.exp(new - inputs["old_per_token_logps"])
+    assert torch.isfinite((ratio * mask).sum())

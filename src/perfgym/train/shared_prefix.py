@@ -29,6 +29,10 @@ so a real token never sees the padding after it, and the positions cut off are m
 the loss (they get log-probability 0 here). In a real step most answers end well before the
 longest of their group, so a group batched to its longest computed mostly padding.
 
+The trainer hands the loss's mask down (`_compute_loss`): logits (49,152 per position, kept for
+the backward) are computed only where a token counts in the loss. A multi-turn completion is
+mostly the gym's feedback, masked out of the loss, so most of its logits were never used.
+
 The log-probability of the chosen token is its logit less the row's log-sum-exp: the same
 number as log-softmax then gather, without writing a vocabulary-wide log-softmax and its
 gradient for every position.
@@ -42,7 +46,8 @@ LAYOUTS = ("rows", "group", "padded")
 
 
 def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: int,
-                        compute_entropy: bool = False, autocast=None, layout: str = "rows"):
+                        compute_entropy: bool = False, autocast=None, layout: str = "rows",
+                        loss_mask=None):
     """Per-token log-probabilities (and entropies) of the last `logits_to_keep` tokens of each
     row, as TRL's `_get_per_token_logps_and_entropies` returns them, with rows that share a
     prompt computed over one prefix forward. Returns (logps, entropies or None).
@@ -50,7 +55,12 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
     `layout` says how the completions of a prompt are run over its prefix: "rows" (what GRPO
     runs), each in a forward of its own up to its last unmasked token; "group", all in one
     batch cut to the group's longest; "padded", all in one batch at the batch's width (the last
-    two are what benchmarks/update_speed.py compares)."""
+    two are what benchmarks/update_speed.py compares).
+
+    `loss_mask` (rows x `logits_to_keep`, 1 where a token counts in the loss): logits are
+    computed only where it is 1, and the other positions get 0. A multi-turn completion is
+    mostly the gym's feedback (masked out of the loss): its ~1,600 positions of 49,152 logits
+    each were 0.3 GB per row, kept for the backward, and as much again for the entropy."""
     import contextlib
 
     import torch
@@ -78,27 +88,39 @@ def shared_prefix_logps(model: Any, input_ids, attention_mask, logits_to_keep: i
                     used = completion_mask.any(dim=0).nonzero()
                     width = int(used.max()) + 1 if used.numel() else 1
                 completions = input_ids[batch, -C:][:, :width]
+                # the completion positions whose log-probabilities are computed
+                if loss_mask is None:
+                    cols = torch.arange(width, device=input_ids.device)
+                else:
+                    cols = loss_mask[batch, :width].bool().any(dim=0).nonzero().squeeze(-1)
+                # token j of a completion is predicted by the position before it: the prompt's
+                # last position for the first, the completion's own positions for the rest
+                first = int(cols.numel() > 0 and cols[0] == 0)  # token 0: the head's logits
                 body = model(input_ids=completions,
                              **{cache_argument: _expanded(model, cache, len(batch))},
-                             use_cache=True,
+                             use_cache=True, logits_to_keep=cols[first:] - 1,
                              attention_mask=torch.cat([
                                  torch.ones(len(batch), prefix.size(1),
                                             dtype=attention_mask.dtype,
                                             device=attention_mask.device),
                                  completion_mask[:, :width]], dim=1))
-                # token j of a completion is predicted by the position before it: the prompt's
-                # last position for the first, the completion's own positions for the rest
-                logits = torch.cat([head.logits[:, -1:].expand(len(batch), 1, -1),
-                                    body.logits[:, :-1]], dim=1).float()
+                logits = torch.cat([head.logits[:, -1:].expand(len(batch), first, -1),
+                                    body.logits], dim=1).float()
                 norm = torch.logsumexp(logits, dim=-1)
-                picked = logits.gather(-1, completions.unsqueeze(-1)).squeeze(-1) - norm
+                tokens = completions[:, cols]
+                picked = logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - norm
+                zeros = picked.new_zeros(len(batch), C)
+                logps = zeros.index_copy(1, cols, picked)  # 0 where not computed
+                if compute_entropy:
+                    with torch.no_grad():
+                        log_probs = logits - norm.unsqueeze(-1)
+                        entropies = zeros.detach().index_copy(
+                            1, cols, -(log_probs.exp() * log_probs).sum(-1))
+                        del log_probs
                 for i, row in enumerate(batch):
-                    logps_rows[row] = torch.nn.functional.pad(picked[i], (0, C - width))
+                    logps_rows[row] = logps[i]
                     if compute_entropy:
-                        with torch.no_grad():
-                            log_probs = logits[i] - norm[i].unsqueeze(-1)
-                            entropy_rows[row] = torch.nn.functional.pad(
-                                -(log_probs.exp() * log_probs).sum(-1), (0, C - width))
+                        entropy_rows[row] = entropies[i]
     return torch.stack(logps_rows), torch.stack(entropy_rows) if compute_entropy else None
 
 
@@ -170,6 +192,20 @@ def _blocks_share_prompts(batch: dict[str, Any], rows: int, G: int) -> bool:
                for start in range(0, rows, G) for row in range(start + 1, start + G))
 
 
+def loss_masked(inputs: dict) -> tuple[Any, dict]:
+    """(the loss's mask, the inputs with the earlier policies' log-probabilities 0 where it is
+    0). The mask is TRL's: completion tokens, less a multi-turn rollout's feedback. A position
+    left out of it gets log-probability 0 from `shared_prefix_logps`; with the old policy's
+    there unchanged, the ratio exp(0 - old) overflows to inf where old < -88 (float32), and
+    inf times the mask's 0 is NaN in the loss."""
+    mask = inputs["completion_mask"]
+    if inputs.get("tool_mask") is not None:
+        mask = mask * inputs["tool_mask"]
+    old = {k: inputs[k] * mask for k in ("old_per_token_logps", "sampling_per_token_logps")
+           if inputs.get(k) is not None}
+    return mask, {**inputs, **old}
+
+
 def shared_prefix_trainer(base: type) -> type:
     """`base` (TRL's GRPOTrainer) with the shared-prefix update for text-only batches."""
 
@@ -188,6 +224,15 @@ def shared_prefix_trainer(base: type) -> type:
             finally:
                 trl_grpo.shuffle_sequence_dict = row_shuffle
 
+        def _compute_loss(self, model, inputs):
+            # the loss's mask (TRL's: completion tokens, less a multi-turn rollout's feedback)
+            # travels to the forward below, which computes logits only where it is 1
+            self._loss_mask, inputs = loss_masked(inputs)
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._loss_mask = None
+
         def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
                                                logits_to_keep, batch_size=None,
                                                compute_entropy=False, compute_aux_loss=False,
@@ -200,9 +245,13 @@ def shared_prefix_trainer(base: type) -> type:
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size,
                     compute_entropy, compute_aux_loss, **extra)
+            loss_mask = getattr(self, "_loss_mask", None)
+            if loss_mask is not None and loss_mask.shape != (input_ids.size(0), logits_to_keep):
+                loss_mask = None  # (not this batch's: every position)
             logps, entropies = shared_prefix_logps(model, input_ids, attention_mask,
                                                    logits_to_keep, compute_entropy,
-                                                   self.accelerator.autocast)
+                                                   self.accelerator.autocast,
+                                                   loss_mask=loss_mask)
             return logps, entropies, None
 
     SharedPrefixGRPOTrainer.__name__ = f"SharedPrefix{base.__name__}"
