@@ -51,7 +51,8 @@ def kind(cpu: str, isa: list[str] | None) -> str:
 
 def commit() -> str:
     """The commit of the perfgym being measured (its checkout's HEAD, '+changes' when its src/
-    or benchmarks/ differ from it), or 'unknown' outside a git checkout."""
+    or benchmarks/ differ from it, the results the benchmarks write aside), or 'unknown'
+    outside a git checkout."""
     import perfgym
     where = Path(perfgym.__file__).resolve().parent
 
@@ -61,7 +62,8 @@ def commit() -> str:
     try:
         head = git("rev-parse", "--short", "HEAD")
         top = Path(git("rev-parse", "--show-toplevel"))
-        changed = git("status", "--porcelain", "--", str(top / "src"), str(top / "benchmarks"))
+        changed = git("status", "--porcelain", "--", str(top / "src"), str(top / "benchmarks"),
+                      f":(exclude){top / 'benchmarks' / 'results'}")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+changes" if changed else "")
