@@ -1,8 +1,7 @@
 """A benchmark node runs as many evaluations at once as it has CPUs, as one machine without Ray
 does: builds and checks side by side, each timing alone (the lane is machine-wide, so the
 node needs no Ray resource to keep timings apart). When every evaluation took the node's whole
-`bench_node` unit, a one-node cluster ran them one at a time and `perfgym serve` on it judged
-88% of what the same machine judged without Ray (benchmarks/rl_load.py)."""
+`bench_node` unit, a node of any size built and checked one candidate at a time."""
 from __future__ import annotations
 
 import threading

@@ -4,9 +4,8 @@ Benchmark nodes carry a custom resource (`bench_node: 1`); every evaluation asks
 a sliver of it (BENCH_SLICE), so it runs on a benchmark node, with that node's machine
 fingerprint, measured peaks and outcome cache, and a node runs as many at once as it has CPUs,
 as the local executor runs them on one machine: builds and checks side by side, each timing
-alone (the node's lane is machine-wide). One evaluation a node at a time, as when each took the
-whole unit, left a one-node cluster at 88% of the same machine without Ray
-(benchmarks/rl_load.py). Evaluations are spread over the benchmark nodes
+alone (the node's lane is machine-wide); when each took the whole unit, a node of many CPUs
+built one candidate at a time. Evaluations are spread over the benchmark nodes
 (Ray's SPREAD strategy): Ray's default prefers the driver's own node, which a one-machine
 cluster's head is, and then lets another node wait for its turn. Each benchmark node is probed
 once, on that node, when first seen (a node that joins later is looked for every NODES_EVERY
