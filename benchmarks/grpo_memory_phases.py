@@ -1,0 +1,57 @@
+"""Resident memory of the small multi-turn GRPO run (the multi-turn CLI test's settings) after
+each phase: model load, engine compile, generation, judging, the update, the checkpoint.
+
+    python benchmarks/grpo_memory_phases.py OUT_DIR        # STEPS=2 for two steps
+
+Prints VmRSS and VmHWM of this process (the trainer's, where the memory is) before and after
+each wrapped call, to stderr. The figures in docs/training/train.md ("Memory") come from it and
+from grpo_memory_update.py, on the 2-core AMD EPYC with AVX2.
+"""
+import os
+import sys
+import time
+from pathlib import Path
+
+T0 = time.time()
+def mem():
+    d = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS", "VmHWM")):
+            k, v = line.split(":"); d[k] = int(v.split()[0]) // 1024
+    return d
+def mark(what):
+    m = mem()
+    print(f"[{time.time()-T0:7.1f}s] RSS {m['VmRSS']:6d} MB  HWM {m['VmHWM']:6d} MB  {what}", file=sys.stderr, flush=True)
+mark("start")
+from perfgym.engine import openvino as ov_engine
+from perfgym.train import engine_rollout, grpo, multiturn
+
+mark("imports")
+
+def wrap(cls, name, label=None):
+    orig = getattr(cls, name)
+    def f(*a, **k):
+        mark(f"before {label or name}")
+        r = orig(*a, **k)
+        mark(f"after {label or name}")
+        return r
+    setattr(cls, name, f)
+wrap(grpo, "_model_and_tokenizer", "model load")
+wrap(grpo, "_engine_rollout", "rollout construction")
+wrap(ov_engine.OpenVINOEngine, "_load", "engine compile (_load)")
+wrap(ov_engine.OpenVINOEngine, "generate", "engine generate")
+wrap(engine_rollout, "merged_state", "merged_state")
+wrap(multiturn.MultiTurnRollout, "_judge", "judge turn")
+wrap(multiturn.MultiTurnRollout, "__call__", "rollout")
+import trl
+
+wrap(trl.GRPOTrainer, "__init__", "GRPOTrainer init")
+wrap(trl.GRPOTrainer, "training_step", "training_step (fwd+bwd)")
+wrap(trl.GRPOTrainer, "_save_checkpoint", "save checkpoint")
+steps = int(os.environ.get("STEPS", "1"))
+settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=sys.argv[1], steps=steps, G=2,
+                             max_completion_length=48, lora=True, save_steps=1, engine="openvino",
+                             turns=3, answer_start=True, prompt_op="improve", temperature=0.7,
+                             gradient_checkpointing=False, micro_batch=2)
+run = grpo.train(settings)
+mark("end")
