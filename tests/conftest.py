@@ -42,12 +42,20 @@ def local_ray(tmp_path, monkeypatch):
     from ray._raylet import AuthenticationTokenLoader
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # (undone: ray.init sets it)
+    # ray.init() sets RAY_AUTH_MODE=token in this process's environment, and ray.shutdown()
+    # leaves it: a later test's `perfgym serve --ray-address` child inherited it and refused
+    # its `ray start` cluster ("Token authentication is enabled but no authentication
+    # token"). monkeypatch.delenv undoes nothing when the variable was absent, so the value
+    # it had before is put back here.
+    auth_mode = os.environ.pop("RAY_AUTH_MODE", None)
     ray.shutdown()  # a session another test left open would not be this local cluster
     AuthenticationTokenLoader.instance().reset_cache()
     yield ray
     ray.shutdown()
     AuthenticationTokenLoader.instance().reset_cache()
+    os.environ.pop("RAY_AUTH_MODE", None)
+    if auth_mode is not None:
+        os.environ["RAY_AUTH_MODE"] = auth_mode
 
 
 # The development tier, `pytest -m "not slow"`, runs in a few minutes; CI runs everything.
