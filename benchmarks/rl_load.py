@@ -30,7 +30,9 @@ evaluation also starts its Ray worker and imports perfgym, seconds in which the 
 works alone. node_shares: each node's share (outcome.config["node"]; "this machine" without
 Ray) of the evaluations that ran; not_run: the share answered without running, from the
 service's own outcome cache ("service cache": the no-code answer, the same text every time)
-or not at all (an HTTP status).
+or not at all (an HTTP status). cpu_seconds: where the machine's CPU went while the row ran:
+machine_busy (all cores, /proc/stat) and the seconds of each kind of process (ray daemons:
+raylet, GCS, Ray's Python agents; ray workers: the evaluations, with their compiles).
 
 --fresh-node: verl's C concurrent calls (C = --in-flight) on a fresh node, a new process with
 an empty perfgym cache (the machine probe, the harness's compile and the naive kernel's timing
@@ -327,19 +329,69 @@ def warm_up(url: str, nodes: int, c: int) -> int:
             return sent
 
 
+def process_cpu() -> dict[int, tuple[str, float]]:
+    """Every live process's CPU seconds (its own and its reaped children's: a Ray worker's
+    compiles and harness runs count as the worker's), with what it is."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seen = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # (ended meanwhile)
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
+        seen[int(entry.name)] = (process_kind(comm, cmdline),
+                                 sum(int(f) for f in fields[11:15]) / tick)
+    return seen
+
+
+def process_kind(comm: str, cmdline: str) -> str:
+    """Ray's daemons apart from the Ray workers that run evaluations, and the rest."""
+    if comm.startswith("ray::") or "default_worker.py" in cmdline:
+        return "ray workers"
+    if comm in ("raylet", "gcs_server") or "/ray/" in cmdline or "ray start" in cmdline:
+        return "ray daemons"
+    if "perfgym" in cmdline and "serve" in cmdline:
+        return "perfgym serve"
+    return "other"
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat, all cores)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_spent(before: dict, after: dict, busy: float) -> dict:
+    """CPU seconds by kind of process between two process_cpu() snapshots (processes alive at
+    both; one that started and ended between them counts only in its parent's reaped time),
+    and the machine's busy seconds over the same span."""
+    spent = Counter()
+    for pid, (kind, seconds) in after.items():
+        old = before.get(pid)
+        spent[kind] += seconds - (old[1] if old and old[0] == kind else 0.0)
+    return {"machine_busy": round(busy, 1), **{k: round(v, 1) for k, v in spent.items()}}
+
+
 def cluster_row(nodes: int, answers: list[str], c: int, env: dict) -> dict:
     def measure(url: str) -> dict:
         warm = warm_up(url, nodes, c)
-        started = time.monotonic()
+        started, cpu_before, busy_before = time.monotonic(), process_cpu(), machine_busy_seconds()
         with ThreadPoolExecutor(c) as pool:
             where = Counter(pool.map(lambda t: evaluate_once(url, t), answers))
         seconds = time.monotonic() - started
+        cpu = cpu_spent(cpu_before, process_cpu(), machine_busy_seconds() - busy_before)
         not_run = {k: v for k, v in where.items()
                    if k == "service cache" or k.startswith("HTTP")}
         ran = sum(where.values()) - sum(not_run.values())
         return {"nodes": nodes, "evaluations": len(answers), "seconds": round(seconds, 2),
                 "evaluations_per_minute": round(60 * len(answers) / seconds, 2),
-                "warm_up_evaluations": warm,
+                "warm_up_evaluations": warm, "cpu_seconds": cpu,
                 "node_shares": {k: round(v / max(ran, 1), 3) for k, v in where.items()
                                 if k not in not_run},
                 "not_run": {k: round(v / len(answers), 3) for k, v in not_run.items()}}
