@@ -45,9 +45,8 @@ class SandboxUse:
         return left
 
 
-@pytest.fixture
-def sandbox_use(monkeypatch) -> SandboxUse:
-    use = SandboxUse()
+def record(patch: pytest.MonkeyPatch, use: SandboxUse) -> None:
+    """Until `patch` is undone, every sandbox uid and work directory taken goes into `use`."""
     enter, make_workdir = sandbox.UidSlot.__enter__, sandbox.make_workdir
 
     def recording_enter(self):
@@ -58,6 +57,21 @@ def sandbox_use(monkeypatch) -> SandboxUse:
         use.workdirs.append(make_workdir(*args, **kwargs))
         return use.workdirs[-1]
 
-    monkeypatch.setattr(sandbox.UidSlot, "__enter__", recording_enter)
-    monkeypatch.setattr(sandbox, "make_workdir", recording_make_workdir)
+    patch.setattr(sandbox.UidSlot, "__enter__", recording_enter)
+    patch.setattr(sandbox, "make_workdir", recording_make_workdir)
+
+
+@pytest.fixture
+def sandbox_use(monkeypatch) -> SandboxUse:
+    use = SandboxUse()
+    record(monkeypatch, use)
     return use
+
+
+@pytest.fixture(scope="module")
+def module_sandbox_use():
+    """What the module's tests take, all of them (a batch shared by several tests)."""
+    use = SandboxUse()
+    with pytest.MonkeyPatch.context() as patch:
+        record(patch, use)
+        yield use

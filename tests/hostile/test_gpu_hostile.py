@@ -16,6 +16,15 @@ line before. No expectation may be OK.
 Every run also checks that the evaluation left no sandbox process and no work directory behind,
 and wrote nothing where a candidate tried to (marker files named perfgym-pwned). A candidate the
 static rules let through is evaluated once for both modes: static_rules changes nothing else.
+
+Both ways an evaluation starts its workers are held to every expectation. The candidates the
+static rules let through are evaluated together in one batch (`batched_outcomes`), the way a
+search step or a GRPO step judges its answers: workers forked from the batch's templates,
+problem and reference workers kept warm from one candidate to the next, so a candidate that
+leaves something behind for the next one is caught too. The candidates the rules stop are
+evaluated by the wall alone with fresh workers each, as one `perfgym eval` or a per-sample
+reward call is. PERFGYM_TEST_FORKED_WORKERS=1 puts every evaluation in a batch of its own;
+PERFGYM_TEST_FRESH_WORKERS=1 starts every worker fresh.
 """
 import builtins
 import os
@@ -38,6 +47,7 @@ pytest.importorskip("triton", reason="the gpu extra is not installed: pip instal
 # its replayer are forked from the batch's template (backends/torch/template.py) where this
 # host forks workers; the expectations are the same
 FORKED = warm.batch if os.environ.get("PERFGYM_TEST_FORKED_WORKERS") == "1" else nullcontext
+ALL_FRESH = os.environ.get("PERFGYM_TEST_FRESH_WORKERS") == "1"
 GPU_DIR = Path(__file__).parent / "gpu"
 CANDIDATES = sorted(p for p in GPU_DIR.glob("*.py")
                     if not p.name.startswith("_"))  # _cuda_relu_valid: the slow nvcc test
@@ -150,6 +160,46 @@ def leaves_nothing_behind(sandbox_use):
     assert sandbox_use.processes_left() == {}
 
 
+def let_through(path: Path) -> bool:
+    """The static rules let it through: static_rules then changes nothing, and one evaluation,
+    the wall's, answers for both modes."""
+    return not audit_python(path.read_text(), QUICK.require_custom_kernel).violation
+
+
+def config_for(fields: dict[str, str], mode: str, evaluated_in: str) -> EvalConfig:
+    """The evaluation's config: `evaluated_in`'s (the wall's for a let-through candidate), and a
+    deadline by what `mode` expects. A candidate meant to time out gets 12 s (load can only make
+    it time out sooner); the others a deadline they only reach on a badly overloaded machine,
+    so that load alone does not turn a verdict into TIMEOUT."""
+    timeout = 12.0 if expectation(fields, mode)[0] is Status.TIMEOUT else 120.0
+    return MODES[evaluated_in].replace(torch_timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def batched_outcomes(wide_softmax, module_sandbox_use):
+    """Every let-through candidate evaluated in one batch, in turn (see the module's docstring):
+    {path: (outcome or the exception it raised, marker files found after it)}, and what the
+    batch left once it closed: (work directories, processes) of the uids it took."""
+    results, targets = {}, _pwn_targets()
+    with warm.batch():
+        for path in CANDIDATES:
+            if not let_through(path):
+                continue
+            fields = header(path)
+            name = fields.get("task", "relu")
+            task = wide_softmax if name == "wide_softmax" else get_task(name)
+            try:
+                outcome = evaluate(task, path.read_text(), None,
+                                   config_for(fields, "static", "wall"))
+            except Exception as exc:  # (raised in its own test)
+                outcome = exc
+            marked = [t for t in targets if _marked(t)]
+            for t in marked:
+                t.unlink()
+            results[path] = (outcome, marked)
+    return results, (module_sandbox_use.workdirs_left(), module_sandbox_use.processes_left())
+
+
 @pytest.mark.parametrize("path, mode", list(cases()))
 def test_gpu_hostile(path, mode, request, leaves_nothing_behind):
     fields = header(path)
@@ -157,20 +207,22 @@ def test_gpu_hostile(path, mode, request, leaves_nothing_behind):
     assert expected is not Status.OK, "a hostile candidate may never be expected to pass"
     name = fields.get("task", "relu")
     task = request.getfixturevalue("wide_softmax") if name == "wide_softmax" else get_task(name)
-    # a candidate meant to time out gets 12 s (load can only make it time out sooner); the
-    # others a deadline they only reach on a badly overloaded machine, so that load alone does
-    # not turn a verdict into TIMEOUT
-    timeout = 12.0 if expected is Status.TIMEOUT else 120.0
-    code = path.read_text()
-    if mode == "static" and not audit_python(code, QUICK.require_custom_kernel).violation:
-        # The filter lets it through, and then static_rules changes nothing: the evaluation is
-        # the wall's, run once for both modes (the candidates take ~6 s each).
-        mode = "wall"
-    key = (path, name, mode)
+    evaluated_in = mode
+    if let_through(path):
+        evaluated_in = "wall"  # (one evaluation for both modes)
+        if not (ALL_FRESH or FORKED is not nullcontext):
+            results, left_by_batch = request.getfixturevalue("batched_outcomes")
+            outcome, marked = results[path]
+            if isinstance(outcome, Exception):
+                raise outcome
+            assert marked == [], f"{path.name} wrote {marked}"
+            assert left_by_batch == ([], {}), f"the batch left {left_by_batch}"
+            _OUTCOMES[(path, name, evaluated_in)] = outcome
+    key = (path, name, evaluated_in)
     if key not in _OUTCOMES:
         with FORKED():  # (inside a batch: the candidate's worker forked from its template)
-            _OUTCOMES[key] = evaluate(task, code, None,
-                                      MODES[mode].replace(torch_timeout=timeout))
+            _OUTCOMES[key] = evaluate(task, path.read_text(), None,
+                                      config_for(fields, mode, evaluated_in))
     outcome = _OUTCOMES[key]
     assert outcome.status is expected, f"{outcome.status}: {outcome.message}\n{outcome.details}"
     assert fragment in outcome.message, outcome.message

@@ -20,7 +20,7 @@ def fake_trainer(model, tokenizer, step: int):
                                  model=model, processing_class=tokenizer)
 
 
-def test_the_rollout_generates_from_the_trainers_updated_weights():
+def test_the_rollout_generates_from_the_trainers_updated_weights(monkeypatch):
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -41,8 +41,16 @@ def test_the_rollout_generates_from_the_trainers_updated_weights():
         [{"role": "user", "content": "Write a C function that sums an array of doubles."}],
         tokenize=False, add_generation_prompt=True)
     G, tokens = 2, 24
+    from perfgym.engine.openvino import OpenVINOEngine
+    compiled = []
+    load = OpenVINOEngine._load
+    monkeypatch.setattr(OpenVINOEngine, "_load",
+                        lambda self, gguf: compiled.append(gguf) or load(self, gguf))
     rollout = EngineRollout(str(shipped_gguf()), G, tokens, temperature=0)
     out = rollout([prompt] * G, fake_trainer(peft, tokenizer, step=0))
+    # one compile, of the trainer's weights (before, the shipped file was compiled first and
+    # thrown away at once)
+    assert compiled == [rollout.engine.gguf] and rollout.engine.gguf != shipped_gguf()
     ids = tokenizer(prompt)["input_ids"]
     with torch.no_grad():
         want = peft.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids),
@@ -62,6 +70,7 @@ def test_the_rollout_generates_from_the_trainers_updated_weights():
     assert rollout.engine.gguf == gguf
     rollout([prompt] * G, fake_trainer(peft, tokenizer, step=1))
     assert rollout.engine.gguf != gguf and rollout.synced_step == 1
+    assert len(compiled) == 2
     rollout.engine.close()
 
 

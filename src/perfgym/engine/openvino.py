@@ -48,14 +48,16 @@ class Sample:
 class OpenVINOEngine:
     """Generates from a GGUF with OpenVINO GenAI; `load_weights` swaps in new weights."""
 
-    def __init__(self, gguf: str | Path, threads: int | None = None,
+    def __init__(self, gguf: str | Path | None, threads: int | None = None,
                  cache_gb: int = 1, exact: bool = True, prefix_caching: bool = False,
                  properties: dict[str, Any] | None = None) -> None:
         """`exact`: FP32 compute and KV cache (training: samples from the trainer's own
         distribution); off, the engine's own precisions (search: a GGUF as shipped is no
         trainer's copy). `prefix_caching`: a prompt's KV blocks are reused by later requests
         that start with it (every candidate of a search step shares its prompt).
-        `properties`: OpenVINO's own, where not `exact` (engine.probe's choice)."""
+        `properties`: OpenVINO's own, where not `exact` (engine.probe's choice).
+        `gguf` None: no model until `load_weights` (a trainer's engine: compiling a file only
+        to replace it at once is seconds and a model's memory thrown away)."""
         if not available():
             raise EngineUnavailable("the fast engine needs OpenVINO GenAI: "
                                     "pip install 'perfgym[local]'")
@@ -63,7 +65,9 @@ class OpenVINOEngine:
         self.exact, self.prefix_caching = exact, prefix_caching
         self.properties = dict(properties or {})
         self._owned: Path | None = None  # a GGUF this engine wrote, removed on the next load
-        self._load(Path(gguf))
+        self.pipe, self.gguf = None, None
+        if gguf is not None:
+            self._load(Path(gguf))
 
     def _load(self, gguf: Path) -> None:
         import openvino_genai as og
@@ -114,6 +118,8 @@ class OpenVINOEngine:
         """`n` samples for each prompt (token ids), all prompts in one batch, in prompt order.
         temperature 0 is greedy. `grammar` (EBNF, xgrammar's dialect) constrains every token;
         `ignore_eos` generates `max_tokens` every time (benchmarks)."""
+        if self.pipe is None:
+            raise RuntimeError("the engine has no model yet: load_weights first")
         if grammar and n > 1 and temperature > 0:
             # GenAI 2026.4 constrains only the first sequence of a request that asks for
             # several (measured: the others leave the grammar), so each sample is a request

@@ -47,7 +47,8 @@ class EngineRollout:
         self.template = template_gguf
         # the engine the samples come from: by default the fast CPU engine; or an
         # OpenAI-compatible server (perfgym.train.server_engine)
-        self.make_engine = make_engine or (lambda: OpenVINOEngine(template_gguf))
+        # (the engine starts without a model: sync's load_weights compiles the first one)
+        self.make_engine = make_engine or (lambda: OpenVINOEngine(None))
         self.G, self.max_new_tokens = G, max_new_tokens
         self.temperature, self.top_k, self.top_p, self.min_p = temperature, top_k, top_p, min_p
         self.seed = seed
