@@ -368,9 +368,9 @@ def machine_busy_seconds() -> float:
 
 
 def cpu_spent(before: dict, after: dict, busy: float) -> dict:
-    """CPU seconds by kind of process between two process_cpu() snapshots (processes alive at
-    both; one that started and ended between them counts only in its parent's reaped time),
-    and the machine's busy seconds over the same span."""
+    """CPU seconds by kind of process between two process_cpu() snapshots (every process alive
+    at the second, from zero where it started after the first; one that started and ended
+    between them counts in its parent's reaped time), and the machine's busy seconds."""
     spent = Counter()
     for pid, (kind, seconds) in after.items():
         old = before.get(pid)

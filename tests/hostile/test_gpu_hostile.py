@@ -47,7 +47,8 @@ pytest.importorskip("triton", reason="the gpu extra is not installed: pip instal
 # its replayer are forked from the batch's template (backends/torch/template.py) where this
 # host forks workers; the expectations are the same
 FORKED = warm.batch if os.environ.get("PERFGYM_TEST_FORKED_WORKERS") == "1" else nullcontext
-ALL_FRESH = os.environ.get("PERFGYM_TEST_FRESH_WORKERS") == "1"
+# the let-through candidates in one batch (batched_outcomes) unless either variable is set
+ONE_BATCH = FORKED is nullcontext and os.environ.get("PERFGYM_TEST_FRESH_WORKERS") != "1"
 GPU_DIR = Path(__file__).parent / "gpu"
 CANDIDATES = sorted(p for p in GPU_DIR.glob("*.py")
                     if not p.name.startswith("_"))  # _cuda_relu_valid: the slow nvcc test
@@ -210,7 +211,7 @@ def test_gpu_hostile(path, mode, request, leaves_nothing_behind):
     evaluated_in = mode
     if let_through(path):
         evaluated_in = "wall"  # (one evaluation for both modes)
-        if not (ALL_FRESH or FORKED is not nullcontext):
+        if ONE_BATCH:
             results, left_by_batch = request.getfixturevalue("batched_outcomes")
             outcome, marked = results[path]
             if isinstance(outcome, Exception):
