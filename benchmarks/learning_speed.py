@@ -33,7 +33,9 @@ Arms (the student is the default model, SmolLM2-135M-Instruct), per seed s of --
   TEACHER_PER_TASK a task: the ceiling.
 
 Stages, each resumable (a rerun after kill -9 skips what is done; `wall.json` keeps each
-stage's seconds and `rss.json` each child's peak resident memory):
+stage's seconds, `rss.json` each child's peak resident memory and `machines.json` the CPU
+each stage ran on: a run resumed in another session may land on another CPU kind, and a
+timing is only comparable with timings from the same kind):
 1. pilot: the base model's PILOT_PER_TASK answers per training task, judged at the train
    sizes: its share faster (for the power analysis) and the anti-forgetting mix;
 2. data: the pairs' fast kernels of training tasks (held-out tasks dropped, MAX_PAIRS_PER_TASK
@@ -838,6 +840,7 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                         for a in ("base", "control", "grpo") for s in seeds),
         "pilot": {k: v for k, v in plan.items() if k != "records"},
         "wall_seconds": wall, "peak_rss_mb": peak_rss(rss), "peak_rss_mb_by_child": rss,
+        "machines": stage_machines(out),
         "settings": {"sft_seeds": seeds, "heldout_tasks": list(HELDOUT_TASKS),
                      "train_tasks": list(TRAIN_TASKS), "sft": SFT, "grpo": GRPO,
                      "eval_sampling": learning.EVAL_SAMPLING,
@@ -845,6 +848,14 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                      "teacher_per_task": TEACHER_PER_TASK, "pilot_per_task": PILOT_PER_TASK,
                      "max_pairs_per_task": MAX_PAIRS_PER_TASK, "mix_per_task": MIX_PER_TASK},
         "per_sample": rows}
+
+
+def stage_machines(out: Path) -> dict:
+    """Each stage's CPU, and `kinds`: how many CPU kinds the run spans (1 is comparable)."""
+    path = out / "machines.json"
+    by_stage = json.loads(path.read_text()) if path.exists() else {}
+    kinds = {(m["cpu"], tuple(m["isa"])) for m in by_stage.values()}
+    return {"kinds": len(kinds), "by_stage": by_stage}
 
 
 def report(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
@@ -856,6 +867,9 @@ def report(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
     if json_path is not None:
         write_json(json_path, result)
     goal = [f"{'PASS' if g['passed'] else 'FAIL'}  {g['line']}" for g in result["goal"]]
+    if result["machines"]["kinds"] > 1:
+        text += (f"\n\nWARNING: the stages ran on {result['machines']['kinds']} CPU kinds "
+                 "(machines.json); timings across kinds are not comparable")
     return text + "\n\nGoal (issue 52):\n" + "\n".join(goal)
 
 
@@ -936,8 +950,17 @@ def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
     return seeds
 
 
+def this_machine() -> dict:
+    """The CPU a stage ran on, as first_search.json names it."""
+    from perfgym.machine import fingerprint
+    fp = fingerprint()
+    return {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]}
+
+
 def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rss: dict) -> None:
-    """Every stage not done yet, in order; each child's seconds and peak RSS recorded."""
+    """Every stage not done yet, in order; each child's seconds, peak RSS and CPU recorded."""
+    machines_path = out / "machines.json"
+    machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
             "--steps", str(args.steps)]
 
@@ -954,6 +977,8 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
         key = name.rsplit("_seed", 1)[0]
         wall[key] = round(wall.get(key, 0.0) + time.monotonic() - started, 1)
         write_json(out / "wall.json", wall)
+        machines[name] = this_machine()
+        write_json(machines_path, machines)
 
     stage("pilot", out / "pilot.json", ["--pilot"])
     stage("data", out / "sft_data.jsonl",

@@ -353,3 +353,33 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     ran.clear()
     ls.stages(args, tmp_path, [1, 2], wall, rss)
     assert ran == ["--grpo 2"]  # only the stage that did not finish
+
+
+def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path, monkeypatch):
+    def child(argv):
+        flag, rest = argv[8], argv[9:]
+        path = {"--pilot": tmp_path / "pilot.json",
+                "--sft": tmp_path / f"sft_seed{rest[0]}" / "done" if rest else None,
+                "--grpo": tmp_path / f"seed{rest[0]}" / "done" if rest else None,
+                }.get(flag) or tmp_path / "eval" / f"{rest[0]}_seed{rest[1]}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}" if flag != "--eval" else '{"records": []}')
+        return 100.0
+
+    monkeypatch.setattr(ls, "run_child", child)
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+        (out / "sft_data.jsonl").write_text("{}\n")))
+    amd = {"cpu": "AMD EPYC", "isa": ["avx2"], "cores": 2}
+    monkeypatch.setattr(ls, "this_machine", lambda: amd)
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1"])
+    ls.stages(args, tmp_path, [1], {}, {})
+    assert ls.stage_machines(tmp_path)["kinds"] == 1
+    assert ls.stage_machines(tmp_path)["by_stage"]["sft_seed1"] == amd
+    (tmp_path / "eval" / "grpo_seed1.json").unlink()  # resumed in a session on another CPU
+    monkeypatch.setattr(ls, "this_machine", lambda: {**amd, "cpu": "Intel Xeon"})
+    ls.stages(args, tmp_path, [1], {}, {})
+    machines = ls.stage_machines(tmp_path)
+    assert machines["kinds"] == 2 and machines["by_stage"]["eval_grpo_seed1"]["cpu"] == "Intel Xeon"
+    assert machines["by_stage"]["pilot"]["cpu"] == "AMD EPYC"
+    text = ls.report(tmp_path, [1], {"per_cell": 4}, {}, {}, None, reps=5)
+    assert "2 CPU kinds" in text
