@@ -2,6 +2,8 @@
 each phase: model load, engine compile, generation, judging, the update, the checkpoint.
 
     python benchmarks/grpo_memory_phases.py OUT_DIR        # STEPS=2 for two steps
+    GC=1 python benchmarks/grpo_memory_phases.py OUT_DIR   # with gradient checkpointing (TRL's
+                                                           # own update, the CLI's default)
 
 Prints VmRSS and VmHWM of this process (the trainer's, where the memory is) before and after
 each wrapped call, to stderr. The figures in docs/training/train.md ("Memory") come from it and
@@ -48,10 +50,17 @@ import trl
 wrap(trl.GRPOTrainer, "__init__", "GRPOTrainer init")
 wrap(trl.GRPOTrainer, "training_step", "training_step (fwd+bwd)")
 wrap(trl.GRPOTrainer, "_save_checkpoint", "save checkpoint")
+wrap(trl.GRPOTrainer, "_get_per_token_logps_and_entropies", "log-probabilities (forward)")
+wrap(trl.GRPOTrainer, "compute_loss", "compute_loss")
+wrap(trl.GRPOTrainer, "_generate_and_score_completions", "generate and score")
+import torch
+
+wrap(torch.Tensor, "backward", "backward")
 steps = int(os.environ.get("STEPS", "1"))
 settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=sys.argv[1], steps=steps, G=2,
                              max_completion_length=48, lora=True, save_steps=1, engine="openvino",
                              turns=3, answer_start=True, prompt_op="improve", temperature=0.7,
-                             gradient_checkpointing=False, micro_batch=2)
+                             gradient_checkpointing=os.environ.get("GC") == "1",
+                             micro_batch=None if os.environ.get("GC") == "1" else 2)
 run = grpo.train(settings)
 mark("end")

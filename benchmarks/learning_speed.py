@@ -502,6 +502,9 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
     if leaked := {r["task"] for r in records} & set(HELDOUT_TASKS):
         raise RuntimeError(f"held-out tasks in the SFT data: {sorted(leaked)}")
     summary = data_summary(records, skipped)
+    # which teacher data this run used: the committed file grows with later searches
+    summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(read_pairs(pairs_file)),
+                             "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
     write_json(out / "data.json", summary)
     if not summary["pairs"]:
         raise SystemExit(f"none of the {len(pairs)} usable pairs verified faster at the train "

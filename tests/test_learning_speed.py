@@ -159,6 +159,8 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     assert records[0]["completion"][0]["content"].endswith("out[0] = s0 + s1;\n}\n```")
     data = json.loads((tmp_path / "data.json").read_text())
     assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0}
+    assert data["pairs_file"] == {"path": str(pairs_file), "pairs": 5, "sha256": hashlib.sha256(
+        pairs_file.read_bytes()).hexdigest()}  # which teacher data the run used
     assert set(data["mix_per_task"]) == set(ls.TRAIN_TASKS)  # every training task, 0 or not
     assert data["skipped"]["histogram/r1#void histogr"] == "a held-out task"
     assert "past SFT's max_length 130" in data["skipped"]["dot/pilot#0"]
