@@ -4,6 +4,8 @@ each phase: model load, engine compile, generation, judging, the update, the che
     python benchmarks/grpo_memory_phases.py OUT_DIR        # STEPS=2 for two steps
     GC=1 python benchmarks/grpo_memory_phases.py OUT_DIR   # with gradient checkpointing (TRL's
                                                            # own update, the CLI's default)
+    GLIBC_DEFAULT=1 ...  # glibc's own malloc thresholds, as before train.allocator
+    SAVED=1 ...          # what the first forward saves for the backward, by shape; then stop
 
 Prints VmRSS and VmHWM of this process (the trainer's, where the memory is) before and after
 each wrapped call, to stderr. The figures in docs/training/train.md ("Memory") come from it and
@@ -56,6 +58,34 @@ wrap(trl.GRPOTrainer, "_generate_and_score_completions", "generate and score")
 import torch
 
 wrap(torch.Tensor, "backward", "backward")
+
+if os.environ.get("SAVED") == "1":
+    # SAVED=1: what the first update's forward keeps for the backward, by tensor shape (the
+    # tensors autograd saves), and whether the model checkpoints its layers; then stop
+    from collections import Counter
+    forward = trl.GRPOTrainer._get_per_token_logps_and_entropies
+
+    def tallied(self, model, *a, **k):
+        saved = Counter()
+
+        def pack(t):
+            saved[(tuple(t.shape), str(t.dtype))] += t.numel() * t.element_size()
+            return t
+        inner = getattr(model, "module", model)
+        print("gradient checkpointing:", getattr(inner, "is_gradient_checkpointing", None),
+              "training:", inner.training, file=sys.stderr)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = forward(self, model, *a, **k)
+        total = sum(saved.values())
+        print(f"saved for backward: {total / 2**20:.0f} MB in {len(saved)} shapes", file=sys.stderr)
+        for (shape, dtype), size in saved.most_common(12):
+            print(f"  {size / 2**20:8.0f} MB  {shape} {dtype}", file=sys.stderr)
+        if torch.is_grad_enabled():
+            os._exit(0)
+        return out
+    trl.GRPOTrainer._get_per_token_logps_and_entropies = tallied
+if os.environ.get("GLIBC_DEFAULT") == "1":
+    grpo.return_freed_memory = lambda: False
 steps = int(os.environ.get("STEPS", "1"))
 settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=sys.argv[1], steps=steps, G=2,
                              max_completion_length=48, lora=True, save_steps=1, engine="openvino",

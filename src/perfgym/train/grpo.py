@@ -34,6 +34,7 @@ from ..search.engine import Engine
 from ..search.sqd import SQDConfig
 from ..store import RunStore
 from ..tasks import Task, get_task
+from .allocator import return_freed_memory
 from .pool import LivePool
 
 TESTED_TRL = "1.16.0"
@@ -582,6 +583,7 @@ def last_complete_checkpoint(directory: Path) -> Path | None:
 
 def train(settings: GRPOSettings, resume: bool = False, model: Any = None,
           tokenizer: Any = None) -> GRPORun:
+    return_freed_memory()
     run = build(settings, model, tokenizer)
     checkpoint = last_complete_checkpoint(Path(settings.output_dir) / "checkpoints") \
         if resume else None

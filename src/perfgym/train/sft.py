@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cpuinfo import use_bf16
+from .allocator import return_freed_memory
 from .pairs import Pair, read_pairs
 
 SFT_PROMPT = """Here is a {language} kernel ({benchmark}: {description}). Write a faster version \
@@ -127,6 +128,7 @@ def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
 
 
 def train(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
+    return_freed_memory()
     trainer = build(settings, model, tokenizer)
     trainer.train()
     final = Path(settings.output_dir) / "final"

@@ -1,0 +1,59 @@
+"""The trainer gives freed memory back to the system (perfgym.train.allocator): blocks freed
+inside glibc's heap otherwise stay in the process's resident memory."""
+import subprocess
+import sys
+
+import pytest
+
+# 48 blocks of 20 MiB, each written, then all freed but the last (which pins the heap's top
+# when the blocks come from the heap); prints the resident MiB before and after the frees.
+# A 30 MiB block freed first raises glibc's mmap threshold past 20 MiB (its cap is 32 MiB), as
+# a training step's big tensors do.
+PROGRAM = """
+import ctypes, sys
+from perfgym.train.allocator import return_freed_memory
+if sys.argv[1] == "fixed":
+    assert return_freed_memory()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+big = libc.malloc(30 << 20); ctypes.memset(big, 1, 30 << 20); libc.free(big)
+blocks = [libc.malloc(20 << 20) for _ in range(48)]
+for b in blocks:
+    ctypes.memset(b, 1, 20 << 20)
+before = rss()
+for b in blocks[:-1]:
+    libc.free(b)
+print(before, rss())
+"""
+
+
+def resident(mode: str) -> tuple[int, int]:
+    out = subprocess.run([sys.executable, "-c", PROGRAM, mode], check=False, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    before, after = map(int, out.stdout.split())
+    return before, after
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_freed_blocks_leave_the_process_once_the_threshold_is_fixed():
+    before, after = resident("default")
+    assert before > 900 and after > 900  # glibc's default: 940 MiB freed, still resident
+    before, after = resident("fixed")
+    assert before > 900 and after < 200  # each block its own mapping, unmapped when freed
+
+
+def test_the_trainers_fix_the_threshold_before_they_build(monkeypatch):
+    from perfgym.train import grpo, sft
+    calls = []
+    for module in (grpo, sft):
+        monkeypatch.setattr(module, "return_freed_memory", lambda: calls.append("fixed"))
+        monkeypatch.setattr(module, "build", lambda *a, **k: (_ for _ in ()).throw(
+            RuntimeError(f"built after {calls}")))
+        with pytest.raises(RuntimeError, match=r"built after \['fixed"):
+            module.train(None)
