@@ -2,10 +2,9 @@
 
 glibc's malloc serves a large block from the heap once a block of its size was freed (it
 raises its mmap threshold as it goes, up to 32 MiB), and a freed heap block stays in the
-process. A training step allocates and frees per-layer tensors of hundreds of MB (a
-recomputed layer's attention over a 2,500-token multi-turn row: 2 x 9 heads x 2,579^2 floats,
-479 MB a copy), so the trainer's resident memory kept about 4 GB it no longer used, and the
-135M multi-turn run peaked at 12.0 GB instead of 7.8 (docs/training/train.md, "Memory").
+process. A training step allocates and frees many such blocks, so the trainer's resident
+memory kept about 4 GB it no longer used: the 135M multi-turn run peaked at 12.0 GB instead
+of 7.8 (docs/training/train.md, "Memory").
 A fixed mmap threshold puts every block of 1 MiB or more in its own mapping, returned when
 freed; the step's wall time did not change (benchmarks/grpo_memory_phases.py).
 """
