@@ -44,7 +44,9 @@ timing is only comparable with timings from the same kind):
 3. sft: per seed, LoRA SFT of the default model on them (its own data order and LoRA init);
 4. eval base and control, per seed; 5. grpo per seed, and its eval; 6. the teacher's eval;
 7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
-   the base model's, `forgetting`, peak RSS per arm, and the goal check (PASS/FAIL a line).
+   the base model's, `forgetting`, peak RSS per arm, `faster_examples` (per task, the faster
+   kernel the student wrote most often; `examples.md` for the docs page) and the goal check
+   (PASS/FAIL a line).
 
 Cost (the whole experiment <= 4 h on 2 cores), from the wall seconds the first run of this
 experiment recorded on this 2-core AMD EPYC (benchmarks/results/learning_speed.json
@@ -714,6 +716,39 @@ def faster_by_task(rows: list[dict], arm: str, split: str = "train") -> dict:
             for t, c in sorted(result.items())}
 
 
+def faster_examples(rows: list[dict], arm: str = STUDENT) -> dict:
+    """task -> the faster kernel the arm wrote most often (on the training tasks at their train
+    sizes, on a held-out task at its own): what was learned, not the one lucky sample; ties go
+    to the larger speedup. With how often and from which seeds."""
+    from perfgym.extract import normalize
+    found: dict = {}
+    for r in rows:
+        if r["arm"] != arm or not r["faster"] or r["split"] == "heldout_sizes":
+            continue
+        kernel = found.setdefault(r["task"], {}).setdefault(normalize(r["code"]), {
+            "samples": 0, "seeds": set(), "speedup": 0.0, "code": r["code"]})
+        kernel["samples"] += 1
+        kernel["seeds"].add(r["seed"])
+        kernel["speedup"] = max(kernel["speedup"], r["speedup"] or 0.0)
+    return {task: {**best, "seeds": sorted(best["seeds"])}
+            for task, kernels in sorted(found.items())
+            for best in [max(kernels.values(), key=lambda k: (k["samples"], k["speedup"]))]}
+
+
+def examples_markdown(examples: dict, arm: str = STUDENT) -> str:
+    """One faster kernel per task, as the docs page shows them."""
+    if not examples:
+        return f"No faster kernel from the {arm} arm."
+    parts = []
+    for task, e in examples.items():
+        held = " (held out)" if task in HELDOUT_TASKS else ""
+        seeds = ", ".join(map(str, e["seeds"]))
+        parts.append(f"**{task}**{held}: {e['samples']} faster samples of this kernel (seeds "
+                     f"{seeds}), up to {e['speedup']:.2f}× naive over the train sizes\n\n"
+                     f"```c\n{e['code'].strip()}\n```")
+    return "\n\n".join(parts)
+
+
 def _pct(x: float) -> str:
     return f"{x:.1%}"
 
@@ -833,7 +868,7 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                    "the mean over seeds; 95% bootstrap clustered by task and by seed",
         "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
         "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
-        "forgetting": forgot,
+        "forgetting": forgot, "faster_examples": faster_examples(rows),
         "faster_by_task": {arm: {**faster_by_task(rows, arm),
                                  **faster_by_task(rows, arm, "heldout_task")} for arm in ci},
         "goal": [{"passed": p, "line": line} for p, line in goals],
@@ -867,6 +902,7 @@ def report(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
     text = table(result["ci_clustered"], result["correctness"]) + "\n\n" + task_table(
         result["correctness"], result["faster_by_task"])
     (out / "table.md").write_text(text + "\n")
+    (out / "examples.md").write_text(examples_markdown(result["faster_examples"]) + "\n")
     if json_path is not None:
         write_json(json_path, result)
     goal = [f"{'PASS' if g['passed'] else 'FAIL'}  {g['line']}" for g in result["goal"]]

@@ -284,6 +284,7 @@ def test_report_writes_the_results_schema_and_prints_pass_or_fail(tmp_path):
     assert result["peak_rss_mb"] == {"base": 800.0, "control": 900.0, "grpo": 1200.0}
     assert result["forgetting"] == [] and result["correctness"]["base"]["dot"] == 1.0
     assert result["per_sample"][0]["code"]
+    assert "faster_examples" in result and (tmp_path / "examples.md").is_file()
 
 
 # --- the driver -------------------------------------------------------------------------------
@@ -385,3 +386,23 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
     assert machines["by_stage"]["pilot"]["cpu"] == "AMD EPYC"
     text = ls.report(tmp_path, [1], {"per_cell": 4}, {}, {}, None, reps=5)
     assert "2 CPU kinds" in text
+
+
+def test_the_example_per_task_is_the_faster_kernel_written_most_often():
+    def row(task, code, speedup, seed, faster=True, split="train", arm="grpo"):
+        return {"arm": arm, "seed": seed, "split": split, "task": task, "code": code,
+                "speedup": speedup, "faster": faster}
+    common, lucky = "void f(double *s) { s[0] = 1.0; }", "void f(double *s) { s[0] = 2.0; }"
+    rows = [row("dot", common, 1.3, 1), row("dot", common.replace(" ", "  "), 1.4, 2),
+            row("dot", lucky, 3.0, 1),  # the fastest, but written once
+            row("dot", "slow", 0.5, 3, faster=False),
+            row("dgemv", lucky, 9.0, 1, split="heldout_sizes"),  # not a train-size figure
+            row("jacobi2d", common, 1.2, 2, split="heldout_task"),
+            row("transpose", common, 5.0, 1, arm="control")]
+    examples = ls.faster_examples(rows)
+    assert set(examples) == {"dot", "jacobi2d"}
+    assert examples["dot"]["samples"] == 2 and examples["dot"]["seeds"] == [1, 2]
+    assert examples["dot"]["speedup"] == 1.4 and "= 1.0" in examples["dot"]["code"]
+    text = ls.examples_markdown(examples)
+    assert "**jacobi2d** (held out)" in text and text.count("```c") == 2
+    assert ls.examples_markdown({}) == "No faster kernel from the grpo arm."
