@@ -4,7 +4,7 @@ each phase: model load, engine compile, generation, judging, the update, the che
     python benchmarks/grpo_memory_phases.py OUT_DIR        # STEPS=2 for two steps
     GC=1 python benchmarks/grpo_memory_phases.py OUT_DIR   # with gradient checkpointing (TRL's
                                                            # own update, the CLI's default)
-    GLIBC_DEFAULT=1 ...  # glibc's own malloc thresholds, as before train.allocator
+    LOW_MEMORY=1 ...     # with --low-memory (train.allocator: freed memory given back)
     SAVED=1 ...          # what the first forward saves for the backward, by shape; then stop
 
 Prints VmRSS and VmHWM of this process (the trainer's, where the memory is) before and after
@@ -84,13 +84,12 @@ if os.environ.get("SAVED") == "1":
             os._exit(0)
         return out
     trl.GRPOTrainer._get_per_token_logps_and_entropies = tallied
-if os.environ.get("GLIBC_DEFAULT") == "1":
-    grpo.return_freed_memory = lambda: False
 steps = int(os.environ.get("STEPS", "1"))
 settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=sys.argv[1], steps=steps, G=2,
                              max_completion_length=48, lora=True, save_steps=1, engine="openvino",
                              turns=3, answer_start=True, prompt_op="improve", temperature=0.7,
                              gradient_checkpointing=os.environ.get("GC") == "1",
-                             micro_batch=None if os.environ.get("GC") == "1" else 2)
+                             micro_batch=None if os.environ.get("GC") == "1" else 2,
+                             low_memory=os.environ.get("LOW_MEMORY") == "1")
 run = grpo.train(settings)
 mark("end")

@@ -48,12 +48,26 @@ def test_freed_blocks_leave_the_process_once_the_threshold_is_fixed():
     assert before > 900 and after < 200  # each block its own mapping, unmapped when freed
 
 
-def test_the_trainers_fix_the_threshold_before_they_build(monkeypatch):
+def test_the_trainers_fix_the_threshold_only_when_asked_and_before_they_build(monkeypatch):
+    from types import SimpleNamespace
+
     from perfgym.train import grpo, sft
-    calls = []
     for module in (grpo, sft):
+        calls = []
         monkeypatch.setattr(module, "return_freed_memory", lambda: calls.append("fixed"))
         monkeypatch.setattr(module, "build", lambda *a, **k: (_ for _ in ()).throw(
             RuntimeError(f"built after {calls}")))
-        with pytest.raises(RuntimeError, match=r"built after \['fixed"):
-            module.train(None)
+        with pytest.raises(RuntimeError, match=r"built after \['fixed'\]"):
+            module.train(SimpleNamespace(low_memory=True))
+        calls.clear()
+        with pytest.raises(RuntimeError, match=r"built after \[\]"):  # glibc's own by default
+            module.train(SimpleNamespace(low_memory=False))
+
+
+def test_low_memory_is_a_flag_of_both_trainers():
+    from typer.testing import CliRunner
+
+    from perfgym.cli import app
+    for command in ("grpo", "sft"):
+        out = CliRunner().invoke(app, ["train", command, "--help"], terminal_width=200)
+        assert "--low-memory" in out.output

@@ -104,6 +104,10 @@ def train_grpo(
                                       "machine, the default size)"),
     ray_address: Optional[str] = typer.Option(None, help="judge the completions on this Ray "
                                               "cluster's benchmark nodes (an address, or auto)"),
+    low_memory: bool = typer.Option(False, help="give freed memory back to the system as the "
+                                    "update runs (glibc's mmap threshold fixed at 1 MiB): the "
+                                    "135M multi-turn run peaked at 7.8 GB instead of 12.0 in the "
+                                    "same time, SFT at 5.4 instead of 7.6 GB in 1.4x the time"),
     resume: bool = typer.Option(False, help="continue from the last checkpoint"),
 ) -> None:
     """Online GRPO with real-machine rewards (TRL GRPOTrainer)."""
@@ -150,7 +154,7 @@ def _grpo_settings(flags: SimpleNamespace):
         else answer_start, turns=flags.turns, turn_return=flags.turn_return, gamma=flags.gamma,
         bf16=flags.bf16, micro_batch=flags.micro_batch, ray_address=flags.ray_address,
         shared_prefix=flags.shared_prefix, group_timing=flags.group_timing,
-        gradient_checkpointing=flags.gradient_checkpointing)
+        gradient_checkpointing=flags.gradient_checkpointing, low_memory=flags.low_memory)
 
 
 @train_app.command("sft")
@@ -170,6 +174,10 @@ def train_sft(
     epochs: float = typer.Option(8.0),
     warmup_steps: int = typer.Option(100),
     max_steps: int = typer.Option(-1, help="> 0 overrides epochs"),
+    low_memory: bool = typer.Option(False, help="give freed memory back to the system as the "
+                                    "update runs (glibc's mmap threshold fixed at 1 MiB): the "
+                                    "135M multi-turn run peaked at 7.8 GB instead of 12.0 in the "
+                                    "same time, SFT at 5.4 instead of 7.6 GB in 1.4x the time"),
 ) -> None:
     """SFT with LoRA on slow/fast pairs (KernelCompare's defaults)."""
     _train_extra()
@@ -181,7 +189,8 @@ def train_sft(
                                output_dir=str(output_dir), lora=lora, lora_r=lora_r,
                                lora_alpha=lora_alpha, lora_dropout=lora_dropout,
                                learning_rate=lr, batch_size=batch_size, max_length=max_length,
-                               epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps)
+                               epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps,
+                               low_memory=low_memory)
     sft.train(settings)
     console.print(f"adapter in {output_dir}/final" + (f", merged model in {output_dir}/merged"
                                                       if lora else ""), highlight=False)

@@ -76,6 +76,7 @@ class GRPOSettings:
     # 20 completions of ~1,100 tokens took > 23 GB without). With a micro-batch that fits,
     # turn it off: under it the shared-prefix update is TRL's own (train.shared_prefix)
     gradient_checkpointing: bool = True
+    low_memory: bool = False  # give freed memory back to the system (train/allocator.py)
     # bf16 autocast for the update: "auto" (where the hardware computes bf16: measured 2x
     # faster forward+backward with AVX512_BF16, and emulated, far slower than FP32, on an AVX2
     # CPU; cpuinfo.use_bf16), "on" or "off". The weights and the optimizer stay FP32; the
@@ -583,7 +584,8 @@ def last_complete_checkpoint(directory: Path) -> Path | None:
 
 def train(settings: GRPOSettings, resume: bool = False, model: Any = None,
           tokenizer: Any = None) -> GRPORun:
-    return_freed_memory()
+    if settings.low_memory:
+        return_freed_memory()
     run = build(settings, model, tokenizer)
     checkpoint = last_complete_checkpoint(Path(settings.output_dir) / "checkpoints") \
         if resume else None

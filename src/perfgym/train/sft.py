@@ -40,6 +40,7 @@ class SFTSettings:
     # measured; emulated on an AVX2 CPU, far slower than FP32: cpuinfo.use_bf16), "on", "off"
     bf16: bool | str = "auto"
     seed: int = 42
+    low_memory: bool = False  # give freed memory back to the system (train/allocator.py)
 
 
 def example(pair: Pair) -> dict[str, list[dict[str, str]]]:
@@ -128,7 +129,8 @@ def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
 
 
 def train(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
-    return_freed_memory()
+    if settings.low_memory:
+        return_freed_memory()
     trainer = build(settings, model, tokenizer)
     trainer.train()
     final = Path(settings.output_dir) / "final"
