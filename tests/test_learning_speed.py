@@ -406,3 +406,18 @@ def test_the_example_per_task_is_the_faster_kernel_written_most_often():
     text = ls.examples_markdown(examples)
     assert "**jacobi2d** (held out)" in text and text.count("```c") == 2
     assert ls.examples_markdown({}) == "No faster kernel from the grpo arm."
+
+
+def test_the_measure_gives_a_task_whose_naive_kernel_needs_it_the_default_timeout(monkeypatch):
+    assert ls.eval_config(measure=True, task="dot").timeout == 3.0
+    assert ls.eval_config(measure=True, task="transpose").timeout == 8.0
+    assert ls.eval_config(measure=True, task="trsm").max_time == 0.5
+    assert ls.eval_config().timeout == 8.0  # the gym's own, for sampling prompts
+    seen = {}
+
+    def folded(task, items, sizes, executor):
+        seen[task.name] = items[0][1].timeout
+        return [None] * len(items)
+    monkeypatch.setattr("perfgym.multisize.evaluate_folded", folded)
+    ls.judge([("dot", "a"), ("transpose", "b"), ("dot", "c")], "train")
+    assert seen == {"dot": 3.0, "transpose": 8.0}
