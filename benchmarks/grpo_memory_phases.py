@@ -4,8 +4,9 @@ each phase: model load, engine compile, generation, judging, the update, the che
     python benchmarks/grpo_memory_phases.py OUT_DIR        # STEPS=2 for two steps
     GC=1 python benchmarks/grpo_memory_phases.py OUT_DIR   # with gradient checkpointing (TRL's
                                                            # own update, the CLI's default)
-    LOW_MEMORY=1 ...     # with --low-memory (train.allocator: freed memory given back)
+    LOW_MEMORY=1 ...     # with --low-memory (freed memory given back, smaller LM-head tiles)
     SAVED=1 ...          # what the first forward saves for the backward, by shape; then stop
+    TILES=T,V ...        # TRL's LM-head tile: T tokens x V vocabulary columns (1.16: 4096,32768)
 
 Prints VmRSS and VmHWM of this process (the trainer's, where the memory is) before and after
 each wrapped call, to stderr. The figures in docs/training/train.md ("Memory") come from it and
@@ -84,6 +85,11 @@ if os.environ.get("SAVED") == "1":
             os._exit(0)
         return out
     trl.GRPOTrainer._get_per_token_logps_and_entropies = tallied
+if os.environ.get("TILES"):
+    import trl.kernels.chunked_logprob as chunked
+    import trl.trainer.utils as trl_utils
+    chunked.TOKEN_CHUNK_SIZE, trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE = map(
+        int, os.environ["TILES"].split(","))
 steps = int(os.environ.get("STEPS", "1"))
 settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=sys.argv[1], steps=steps, G=2,
                              max_completion_length=48, lora=True, save_steps=1, engine="openvino",

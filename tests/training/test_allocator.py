@@ -1,5 +1,6 @@
-"""The trainer gives freed memory back to the system (perfgym.train.allocator): blocks freed
-inside glibc's heap otherwise stay in the process's resident memory."""
+"""--low-memory: the trainer gives freed memory back to the system (perfgym.train.allocator:
+blocks freed inside glibc's heap otherwise stay resident) and GRPO uses smaller tiles in TRL's
+LM head (perfgym.train.lm_head_tiles)."""
 import subprocess
 import sys
 
@@ -52,6 +53,7 @@ def test_the_trainers_fix_the_threshold_only_when_asked_and_before_they_build(mo
     from types import SimpleNamespace
 
     from perfgym.train import grpo, sft
+    monkeypatch.setattr(grpo, "shrink_lm_head_tiles", lambda: True)  # (its own test below)
     for module in (grpo, sft):
         calls = []
         monkeypatch.setattr(module, "return_freed_memory", lambda: calls.append("fixed"))
@@ -71,3 +73,47 @@ def test_low_memory_is_a_flag_of_both_trainers():
     for command in ("grpo", "sft"):
         out = CliRunner().invoke(app, ["train", command, "--help"], terminal_width=200)
         assert "--low-memory" in out.output
+
+
+def test_low_memory_grpo_shrinks_trls_lm_head_tiles(monkeypatch):
+    from types import SimpleNamespace
+
+    import trl.kernels.chunked_logprob as chunked
+    import trl.trainer.utils as trl_utils
+
+    from perfgym.train import grpo
+    monkeypatch.setattr(chunked, "TOKEN_CHUNK_SIZE", chunked.TOKEN_CHUNK_SIZE)  # restored after
+    monkeypatch.setattr(trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE",
+                        trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE)
+    monkeypatch.setattr(grpo, "return_freed_memory", lambda: True)
+    monkeypatch.setattr(grpo, "build", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("built")))
+    trls_own = (chunked.TOKEN_CHUNK_SIZE, trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE)
+    with pytest.raises(RuntimeError, match="built"):
+        grpo.train(SimpleNamespace(low_memory=False))
+    assert (chunked.TOKEN_CHUNK_SIZE, trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE) == trls_own
+    with pytest.raises(RuntimeError, match="built"):
+        grpo.train(SimpleNamespace(low_memory=True))
+    assert (chunked.TOKEN_CHUNK_SIZE, trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE) == (1024, 8192)
+
+
+def test_smaller_tiles_give_the_same_log_probabilities(monkeypatch):
+    import torch
+    import trl.kernels.chunked_logprob as chunked
+
+    from perfgym.train.lm_head_tiles import shrink_lm_head_tiles
+    torch.manual_seed(0)
+    hidden, weight = torch.randn(300, 16), torch.randn(5000, 16)
+    targets = torch.randint(0, 5000, (300,))
+
+    def log_probs(tokens, vocabulary):
+        monkeypatch.setattr(chunked, "TOKEN_CHUNK_SIZE", tokens)
+        return chunked.ChunkedLogProbFunction.apply(hidden, weight, None, targets, 1.0,
+                                                    vocabulary, None, 1.0, ("log_probs",))[0]
+    expected = torch.log_softmax(hidden @ weight.T, dim=-1)[torch.arange(300), targets]
+    assert torch.allclose(log_probs(4096, 32768), expected, atol=1e-4)
+    assert torch.allclose(log_probs(64, 512), expected, atol=1e-4)  # many tiles, same sums
+    import trl.trainer.utils as trl_utils
+    monkeypatch.setattr(trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE",  # (restored after the test)
+                        trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE)
+    assert shrink_lm_head_tiles() and chunked.TOKEN_CHUNK_SIZE == 1024
+    assert trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE == 8192

@@ -6,7 +6,8 @@ process. A training step allocates and frees many such blocks, so the trainer's 
 memory kept about 4 GB it no longer used: the 135M multi-turn run peaked at 12.0 GB instead
 of 7.8 (docs/training/train.md, "Memory").
 A fixed mmap threshold puts every block of 1 MiB or more in its own mapping, returned when
-freed. It has a price, so it is asked for (`--low-memory`), not the default: each new
+freed. It has a price, so it is asked for (`--low-memory`, which also shrinks TRL's LM-head
+tiles: lm_head_tiles.py), not the default: each new
 mapping's pages are faulted in and zeroed again. The multi-turn GRPO run took the same wall
 time (benchmarks/grpo_memory_phases.py); SFT steps took 1.4x as long, 5.4 GB instead of 7.6
 (benchmarks/train_allocator.py, where jemalloc did no better).

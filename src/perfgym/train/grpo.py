@@ -35,6 +35,7 @@ from ..search.sqd import SQDConfig
 from ..store import RunStore
 from ..tasks import Task, get_task
 from .allocator import return_freed_memory
+from .lm_head_tiles import shrink_lm_head_tiles
 from .pool import LivePool
 
 TESTED_TRL = "1.16.0"
@@ -586,6 +587,7 @@ def train(settings: GRPOSettings, resume: bool = False, model: Any = None,
           tokenizer: Any = None) -> GRPORun:
     if settings.low_memory:
         return_freed_memory()
+        shrink_lm_head_tiles()
     run = build(settings, model, tokenizer)
     checkpoint = last_complete_checkpoint(Path(settings.output_dir) / "checkpoints") \
         if resume else None
