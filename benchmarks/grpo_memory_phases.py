@@ -86,10 +86,8 @@ if os.environ.get("SAVED") == "1":
         return out
     trl.GRPOTrainer._get_per_token_logps_and_entropies = tallied
 if os.environ.get("TILES"):
-    import trl.kernels.chunked_logprob as chunked
-    import trl.trainer.utils as trl_utils
-    chunked.TOKEN_CHUNK_SIZE, trl_utils._CHUNKED_LOGPROB_CHUNK_SIZE = map(
-        int, os.environ["TILES"].split(","))
+    from perfgym.train.lm_head_tiles import shrink_lm_head_tiles
+    shrink_lm_head_tiles(*map(int, os.environ["TILES"].split(",")))
 steps = int(os.environ.get("STEPS", "1"))
 settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=sys.argv[1], steps=steps, G=2,
                              max_completion_length=48, lora=True, save_steps=1, engine="openvino",

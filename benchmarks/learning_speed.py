@@ -36,7 +36,8 @@ Stages, each resumable (a rerun after kill -9 skips what is done; `wall.json` ke
 stage's seconds, `rss.json` each child's peak resident memory and `machines.json` the CPU
 each stage ran on: a run resumed in another session may land on another CPU kind, and a
 timing is only comparable with timings from the same kind):
-1. pilot: the base model's PILOT_PER_TASK answers per training task, judged at the train
+1. pilot: which tasks' naive kernels need more than the measure's timeout (`naive_timeouts`),
+   then the base model's PILOT_PER_TASK answers per training task, judged at the train
    sizes: its share faster (for the power analysis) and the anti-forgetting mix;
 2. data: the pairs' fast kernels of training tasks (held-out tasks dropped, MAX_PAIRS_PER_TASK
    a task) as opened answers, judged again at the train sizes and kept when faster; and per
@@ -129,12 +130,13 @@ COST = {"eval_s": (593.7 + 355.4 + 847.7) / 1476, "pilot_s": 135.2 / 80,
 # answers to dot, prefix_sum, transpose and histogram beat the naive kernel). The measure's
 # evaluations stop a kernel after 3 s and time it for 0.5 s.
 MEASURE_OVERRIDES = {"timeout": 3.0, "max_time": 0.5}
-# ... but a kernel at the naive kernel's speed must fit: transpose's naive kernel at 4096 x
-# 4096 and trsm's at N=1024, R=256 did not finish in 3 s, so every answer at about its speed
-# failed by TIMEOUT (15 of 29 transpose pairs and all 6 of its mixed-in answers were dropped
-# as TIMEOUT; benchmarks/naive_within_timeout.py, AMD EPYC avx2). These two keep the gym's
-# default 8 s, within which both naive kernels finished at every train size.
-MEASURE_TIMEOUT_BY_TASK = {"transpose": 8.0, "trsm": 8.0}
+# ... but a kernel at the naive kernel's speed must fit. The pilot judges each task's own
+# naive kernel at the sizes the run judges it at, with the measure's settings, on the machine
+# that runs the experiment (`naive_timeouts`); a task whose naive kernel does not finish in
+# time keeps the gym's default timeout (8 s). On the 2-core AMD EPYC (avx2) these were
+# transpose (4096 x 4096) and trsm (N=1024, R=256): with 3 s, every answer at about naive
+# speed failed by TIMEOUT, and the data stage dropped 15 of 29 transpose pairs and all 6 of its
+# mixed-in answers (benchmarks/naive_within_timeout.py measures the same, standalone).
 # the speed reward on the folded train sizes; micro-batches of one group (the shared-prefix
 # update computes each prompt once); 5 of the 10 prompts a step, so a step costs what it did
 GRPO = {**learning.GRPO, "task": ",".join(TRAIN_TASKS), "fixed_prompts": len(TRAIN_TASKS),
@@ -156,13 +158,31 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def eval_config(measure: bool = False, task: str | None = None):
-    """The gym's settings; with `measure`, the measure's (for `task`: its own timeout)."""
+def eval_config(measure: bool = False, timeout: float | None = None):
+    """The gym's settings; with `measure`, the measure's (with `timeout`: a task's own)."""
     from perfgym.config import EvalConfig
     if not measure:
         return EvalConfig()
-    timeout = MEASURE_TIMEOUT_BY_TASK.get(task, MEASURE_OVERRIDES["timeout"])
-    return EvalConfig(**{**MEASURE_OVERRIDES, "timeout": timeout})
+    return EvalConfig(**{**MEASURE_OVERRIDES, **({"timeout": timeout} if timeout else {})})
+
+
+def naive_timeouts(tasks) -> dict[str, float]:
+    """task -> the gym's default timeout, for each task whose own naive kernel does not finish
+    within the measure's at one of the sizes the run judges it at (train sizes; a training
+    task's held-out sizes too)."""
+    from perfgym.tasks import get_task
+    answers, which = [], []
+    for name in tasks:
+        naive = Path(get_task(name).baseline).read_text()
+        for split in ("train", "heldout") if name in TRAIN_TASKS else ("train",):
+            answers.append((name, naive))
+            which.append(split)
+    slow = set()
+    for split in ("train", "heldout"):
+        mine = [a for a, w in zip(answers, which) if w == split]
+        slow |= {n for (n, _), o in zip(mine, judge(mine, split)) if o.status.value == "TIMEOUT"}
+    default = eval_config().timeout
+    return {name: default for name in sorted(slow)}
 
 
 def write_json(path: Path, data) -> None:
@@ -298,9 +318,11 @@ def record(arm: str, seed: int, split: str, task: str, answer: str, o) -> dict:
             "answer_sha256": hashlib.sha256(answer.encode()).hexdigest()}
 
 
-def judge(answers: list[tuple[str, str]], which: str, config=None) -> list:
+def judge(answers: list[tuple[str, str]], which: str, config=None,
+          timeouts: dict[str, float] | None = None) -> list:
     """Each answer's Outcome folded over its task's `which` sizes ("train" or "heldout"):
-    multisize.evaluate_folded, one batch per task."""
+    multisize.evaluate_folded, one batch per task; the measure's settings unless `config`,
+    with a task's own timeout from `timeouts` (naive_timeouts)."""
     from functools import partial
 
     from perfgym.executors import evaluate_many
@@ -310,7 +332,7 @@ def judge(answers: list[tuple[str, str]], which: str, config=None) -> list:
     for name in dict.fromkeys(n for n, _ in answers):
         task = get_task(name)
         mine = [i for i, (n, _) in enumerate(answers) if n == name]
-        cfg = config or eval_config(measure=True, task=name)
+        cfg = config or eval_config(measure=True, timeout=(timeouts or {}).get(name))
         outcomes = evaluate_folded(task, [(answers[i][1], cfg) for i in mine],
                                    task.sizes(which), executor=partial(evaluate_many,
                                                                        progress=True))
@@ -328,14 +350,15 @@ def base_model() -> Path:
 def run_pilot(out: Path, seeds: list[int], steps: int) -> None:
     """The base model's answers on the training tasks (sampler seed 999, none of the arms'),
     judged at the train sizes; the plan of the run."""
+    timeouts = naive_timeouts(TASKS)
     answers = learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK, seed=999,
                               config=eval_config())
-    outcomes = judge(answers, "train")
+    outcomes = judge(answers, "train", timeouts=timeouts)
     records = [dict(record("pilot", 999, "train", n, a, o), answer=a)
                for (n, a), o in zip(answers, outcomes)]
     p0 = sum(r["faster"] for r in records) / len(records)
     plan = plan_budget(len(seeds), steps)
-    plan.update(pilot_samples=len(records), pilot_share_faster=p0,
+    plan.update(measure_timeouts=timeouts, pilot_samples=len(records), pilot_share_faster=p0,
                 samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE)
     write_json(out / "pilot.json", {**plan, "records": records})
 
@@ -459,7 +482,8 @@ def token_counts(records: list[dict]) -> list[int]:
     return [len(tokenizer(t)["input_ids"]) for t in texts]
 
 
-def verified_records(todo: list[tuple[str, str, str, str]]) -> tuple[list[dict], dict]:
+def verified_records(todo: list[tuple[str, str, str, str]],
+                     timeouts: dict[str, float]) -> tuple[list[dict], dict]:
     """todo: (task, opened answer, source, id). Pairs ("pair") are kept when faster, mix
     answers when correct at about naive speed or better; all judged at the train sizes. A
     record longer than SFT's max_length is left out before it is judged: SFT would cut its
@@ -475,7 +499,7 @@ def verified_records(todo: list[tuple[str, str, str, str]]) -> tuple[list[dict],
         else:
             fits.append(r)
     outcomes = judge([(r["task"], r["completion"][0]["content"].removesuffix("\n```"))
-                      for r in fits], "train")
+                      for r in fits], "train", timeouts=timeouts)
     kept = []
     for r, o in zip(fits, outcomes):
         keep = is_faster(o) if r["source"] == "pair" else \
@@ -493,7 +517,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
-    pairs = usable_pairs(read_pairs(pairs_file), skipped)
+    every_pair = read_pairs(pairs_file)
+    pairs = usable_pairs(every_pair, skipped)
     todo = []
     for p in pairs:
         joined = opened_answer(p.task, p.fast)
@@ -501,7 +526,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
             skipped[p.file_id] = "not the shape of an opened answer"
         else:
             todo.append((p.task, joined, "pair", p.file_id))
-    mix = mix_from_pilot(json.loads((out / "pilot.json").read_text())["records"])
+    pilot = json.loads((out / "pilot.json").read_text())
+    mix = mix_from_pilot(pilot["records"])
     for task, codes in mix.items():
         todo += [(task, opened_answer(task, c), "mix_base", f"{task}/pilot#{i}")
                  for i, c in enumerate(codes) if opened_answer(task, c)]
@@ -509,13 +535,13 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path]) -> None:
     for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
         if (joined := opened_answer(task, code)) is not None:
             todo.append((task, joined, "mix_teacher", f"{task}/runs#{i}"))
-    records, failed = verified_records(todo)
+    records, failed = verified_records(todo, pilot.get("measure_timeouts", {}))
     skipped.update(failed)
     if leaked := {r["task"] for r in records} & set(HELDOUT_TASKS):
         raise RuntimeError(f"held-out tasks in the SFT data: {sorted(leaked)}")
     summary = data_summary(records, skipped)
     # which teacher data this run used: the committed file grows with later searches
-    summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(read_pairs(pairs_file)),
+    summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
     write_json(out / "data.json", summary)
     if not summary["pairs"]:
@@ -583,7 +609,8 @@ def run_eval(out: Path, arm: str, seed: int, plan: dict) -> None:
     for split, items, which in (("train", train, "train"), ("heldout_sizes", resized, "heldout"),
                                 ("heldout_task", held, "train")):
         rows += [record(arm, seed, split, t, a, o)
-                 for (t, a), o in zip(items, judge(items, which))]
+                 for (t, a), o in zip(items, judge(items, which,
+                                                   timeouts=plan.get("measure_timeouts", {})))]
     write_json(path, {"arm": arm, "seed": seed, "model": str(model), "records": rows})
 
 
@@ -893,7 +920,7 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                      "train_tasks": list(TRAIN_TASKS), "sft": SFT, "grpo": GRPO,
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
-                     "measure_timeout_by_task": MEASURE_TIMEOUT_BY_TASK,
+                     "measure_timeouts": plan.get("measure_timeouts"),
                      "teacher_per_task": TEACHER_PER_TASK, "pilot_per_task": PILOT_PER_TASK,
                      "max_pairs_per_task": MAX_PAIRS_PER_TASK, "mix_per_task": MIX_PER_TASK},
         "per_sample": rows}
@@ -1001,10 +1028,9 @@ def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
 
 
 def this_machine() -> dict:
-    """The CPU a stage ran on, as first_search.json names it."""
-    from perfgym.machine import fingerprint
-    fp = fingerprint()
-    return {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]}
+    """The CPU a stage ran on: its kind, as every results file names one."""
+    from results_by_machine import machine
+    return machine()
 
 
 def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rss: dict) -> None:

@@ -1,6 +1,6 @@
 """Does each task's own naive kernel finish within a timeout, at every train size?
 
-    python benchmarks/naive_within_timeout.py [--timeouts 3,8] [--max-time 0.5] [--json OUT]
+    python benchmarks/naive_within_timeout.py [--timeouts 3,8] [--max-time 0.5] [--json [OUT]]
 
 A measure that stops every kernel after T seconds (the learning-speed experiment's
 MEASURE_OVERRIDES: 3 s, timing for 0.5 s) must leave room for a kernel at the naive kernel's
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 
 def main() -> None:
@@ -23,7 +24,7 @@ def main() -> None:
     ap.add_argument("--timeouts", default="3,8")
     ap.add_argument("--max-time", type=float, default=0.5)
     ap.add_argument("--tasks", default=None, help="comma-separated (default: every CPU task)")
-    ap.add_argument("--json")
+    json_flag(ap, "naive_within_timeout")
     args = ap.parse_args()
     from perfgym.config import EvalConfig
     from perfgym.evaluate import evaluate
@@ -48,12 +49,8 @@ def main() -> None:
     short = sorted({r["task"] for r in rows if r["timeout"] == smallest and r["status"] != "OK"})
     print(f"\nnaive kernel not OK within {smallest:g} s: {', '.join(short) or 'none'}")
     if args.json:
-        from perfgym.machine import fingerprint
-        fp = fingerprint()
-        Path(args.json).write_text(json.dumps({
-            "machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
-            "max_time": args.max_time, "rows": rows}, indent=1) + "\n")
-    sys.exit(0)
+        record("naive_within_timeout", {"max_time": args.max_time, "rows": rows},
+               {f"not OK within {smallest:g} s": ", ".join(short) or "none"}, args.json)
 
 
 if __name__ == "__main__":

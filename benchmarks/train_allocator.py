@@ -1,6 +1,6 @@
 """Seconds per SFT step and peak memory under each memory allocator, in one run.
 
-    python benchmarks/train_allocator.py SFT_DATA.jsonl [--steps 3] [--json OUT.json]
+    python benchmarks/train_allocator.py SFT_DATA.jsonl [--steps 3] [--json [OUT]]
         [--variants glibc,glibc_mmap_1mib,jemalloc,tcmalloc] [--no-gc-too]
 
 SFT_DATA is what SFT trains on (the learning-speed experiment's `sft_data.jsonl`). Each variant
@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from results_by_machine import json_flag, record
 
 LIBS = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
 VARIANTS = ("glibc", "glibc_mmap_1mib", "jemalloc", "tcmalloc")
@@ -94,7 +96,7 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--no-gc-too", action="store_true",
                     help="also each variant without gradient checkpointing")
-    ap.add_argument("--json")
+    json_flag(ap, "train_allocator")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-gc", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -119,11 +121,11 @@ def main() -> None:
         print(f"{r['variant']} | {r['gradient_checkpointing']} | {r['seconds_per_step']:.1f} | "
               f"{ratio} | {r['peak_rss_mb']} | {r['user_s']:.0f} | {r['sys_s']:.0f}")
     if args.json:
-        from perfgym.machine import fingerprint
-        fp = fingerprint()
-        Path(args.json).write_text(json.dumps({
-            "machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
-            "data": args.data, "steps": args.steps, "rows": rows}, indent=1) + "\n")
+        summary = {f"{r['variant']}{'' if r['gradient_checkpointing'] else ', no checkpointing'}":
+                   f"{r['seconds_per_step']:.1f} s/step, {r['peak_rss_mb']} MB"
+                   for r in rows if "error" not in r}
+        record("train_allocator", {"data": args.data, "steps": args.steps, "rows": rows},
+               summary, args.json)
 
 
 if __name__ == "__main__":

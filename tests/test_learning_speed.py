@@ -149,7 +149,7 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     monkeypatch.setattr(ls, "token_counts", lambda records: [
         len(r["completion"][0]["content"]) // 3 for r in records])
     monkeypatch.setitem(ls.SFT, "max_length", 130)  # the long pilot answer does not fit
-    monkeypatch.setattr(ls, "judge", lambda items, which: judged.extend(items) or [
+    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: judged.extend(items) or [
         folded([1.5, 1.5, 1.5]) for _ in items])
     ls.make_data(tmp_path, pairs_file, [])
     records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
@@ -409,15 +409,25 @@ def test_the_example_per_task_is_the_faster_kernel_written_most_often():
 
 
 def test_the_measure_gives_a_task_whose_naive_kernel_needs_it_the_default_timeout(monkeypatch):
-    assert ls.eval_config(measure=True, task="dot").timeout == 3.0
-    assert ls.eval_config(measure=True, task="transpose").timeout == 8.0
-    assert ls.eval_config(measure=True, task="trsm").max_time == 0.5
+    assert ls.eval_config(measure=True).timeout == 3.0
+    assert ls.eval_config(measure=True, timeout=8.0).timeout == 8.0
+    assert ls.eval_config(measure=True, timeout=8.0).max_time == 0.5
     assert ls.eval_config().timeout == 8.0  # the gym's own, for sampling prompts
-    seen = {}
+    seen = []
 
     def folded(task, items, sizes, executor):
-        seen[task.name] = items[0][1].timeout
-        return [None] * len(items)
+        seen.append((task.name, sizes == task.sizes("heldout"), items[0][1].timeout))
+        slow = task.name == "transpose" and items[0][1].timeout < 8  # its naive kernel, 4096^2
+        return [folded_outcome(Status.TIMEOUT if slow else Status.OK)] * len(items)
+
+    def folded_outcome(status):
+        return Outcome(status=status, task="x", sizes={})
     monkeypatch.setattr("perfgym.multisize.evaluate_folded", folded)
-    ls.judge([("dot", "a"), ("transpose", "b"), ("dot", "c")], "train")
-    assert seen == {"dot": 3.0, "transpose": 8.0}
+    timeouts = ls.naive_timeouts(["dot", "transpose", "jacobi2d"])
+    assert timeouts == {"transpose": 8.0}
+    # training tasks at their train and held-out sizes, a held-out task at its train sizes
+    assert sorted(seen) == [("dot", False, 3.0), ("dot", True, 3.0), ("jacobi2d", False, 3.0),
+                            ("transpose", False, 3.0), ("transpose", True, 3.0)]
+    seen.clear()
+    ls.judge([("dot", "a"), ("transpose", "b"), ("dot", "c")], "train", timeouts=timeouts)
+    assert seen == [("dot", False, 3.0), ("transpose", False, 8.0)]

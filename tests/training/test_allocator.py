@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+TRAIN_EXTRA = "the train extra is not installed: pip install 'perfgym[train]'"
+
 # 48 blocks of 20 MiB, each written, then all freed but the last (which pins the heap's top
 # when the blocks come from the heap); prints the resident MiB before and after the frees.
 # A 30 MiB block freed first raises glibc's mmap threshold past 20 MiB (its cap is 32 MiB), as
@@ -41,7 +43,8 @@ def resident(mode: str) -> tuple[int, int]:
     return before, after
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="not Linux: the mmap threshold is glibc's malloc's")
 def test_freed_blocks_leave_the_process_once_the_threshold_is_fixed():
     before, after = resident("default")
     assert before > 900 and after > 900  # glibc's default: 940 MiB freed, still resident
@@ -76,6 +79,7 @@ def test_low_memory_is_a_flag_of_both_trainers():
 
 
 def test_low_memory_grpo_shrinks_trls_lm_head_tiles(monkeypatch):
+    pytest.importorskip("trl", reason=TRAIN_EXTRA)
     from types import SimpleNamespace
 
     import trl.kernels.chunked_logprob as chunked
@@ -97,6 +101,7 @@ def test_low_memory_grpo_shrinks_trls_lm_head_tiles(monkeypatch):
 
 
 def test_smaller_tiles_give_the_same_log_probabilities(monkeypatch):
+    pytest.importorskip("trl", reason=TRAIN_EXTRA)
     import torch
     import trl.kernels.chunked_logprob as chunked
 
