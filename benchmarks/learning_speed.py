@@ -614,6 +614,34 @@ def run_eval(out: Path, arm: str, seed: int, plan: dict) -> None:
     write_json(path, {"arm": arm, "seed": seed, "model": str(model), "records": rows})
 
 
+def run_baselines(out: Path, plan: dict) -> None:
+    """Each task's naive kernel timed again, uncached, at every size the evaluations judge it at,
+    and put in the cache in place of the copy the pilot and data stages used: every arm is then
+    judged against a baseline timed on the machine at rest, just before the evaluations (one
+    timed while the machine was busy moves the 1.1x line for every arm). The cached and the new
+    medians are kept side by side in baselines.json."""
+    from perfgym.evaluate import baseline, retime_baseline
+    from perfgym.tasks import get_task
+    timeouts, rows = plan.get("measure_timeouts", {}), []
+    for name in TASKS:
+        task = get_task(name)
+        cfg = eval_config(measure=True, timeout=timeouts.get(name))
+        sizes = task.sizes("train") + (task.sizes("heldout") if name in TRAIN_TASKS else [])
+        for size in sizes:
+            before = baseline(task, size, cfg)  # the cache's copy, as the evaluations take it
+            for _ in range(3):  # a timing disturbed by the host is not kept: time it again
+                fresh = retime_baseline(task, size, cfg)
+                if fresh.ok and not fresh.disturbed:
+                    break
+            old, new = (o.timing.median if o.ok and o.timing else None for o in (before, fresh))
+            rows.append({"task": name, "size": size, "cached_median_s": old,
+                         "median_s": new, "status": fresh.status.value,
+                         "disturbed": fresh.disturbed,
+                         "cached_over_new": round(old / new, 3) if old and new else None})
+            log(f"baseline {name} {size}: {old} -> {new}")
+    write_json(out / "baselines.json", {"baselines": rows})
+
+
 # --- statistics -------------------------------------------------------------------------------
 
 def cells_of(rows: list[dict], arm: str, split: str, key: str = "faster") -> dict:
@@ -916,6 +944,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
         "pilot": {k: v for k, v in plan.items() if k != "records"},
         "wall_seconds": wall, "peak_rss_mb": peak_rss(rss), "peak_rss_mb_by_child": rss,
         "machines": stage_machines(out),
+        "baselines": (json.loads((out / "baselines.json").read_text())["baselines"]
+                      if (out / "baselines.json").exists() else None),
         "settings": {"sft_seeds": seeds, "heldout_tasks": list(HELDOUT_TASKS),
                      "train_tasks": list(TRAIN_TASKS), "sft": SFT, "grpo": GRPO,
                      "eval_sampling": learning.EVAL_SAMPLING,
@@ -992,6 +1022,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--sft", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--grpo", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--eval", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
+    ap.add_argument("--baselines", action="store_true", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -1004,7 +1035,8 @@ def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
-    if args.pilot or args.sft is not None or args.grpo is not None or args.eval:
+    if args.pilot or args.sft is not None or args.grpo is not None or args.eval \
+            or args.baselines:
         return seeds  # a child of the run: the driver checked the rest
     if args.report_only:
         if not (out / "pilot.json").is_file():
@@ -1061,6 +1093,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
           work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs]))
     for s in seeds:
         stage(f"sft_seed{s}", out / f"sft_seed{s}" / "done", ["--sft", str(s)])
+    stage("baselines", out / "baselines.json", ["--baselines"])
     for arm in ("base", "control"):
         for s in seeds:
             stage(f"eval_{arm}_seed{s}", out / "eval" / f"{arm}_seed{s}.json",
@@ -1087,6 +1120,8 @@ def main(argv: list[str] | None = None) -> None:
         return run_sft(out, args.sft)
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps)
+    if args.baselines:
+        return run_baselines(out, json.loads((out / "pilot.json").read_text()))
     if args.eval:
         return run_eval(out, args.eval[0], int(args.eval[1]),
                         json.loads((out / "pilot.json").read_text()))

@@ -3,7 +3,7 @@ on a busy machine read as tampering) is the host's, so it is judged again and a 
 replaces the bad one in the cache; candidates then get their speedup."""
 from perfgym import EvalConfig, evaluate, get_task, machine
 from perfgym.cache import cache_key
-from perfgym.evaluate import baseline, outcome_cache
+from perfgym.evaluate import baseline, outcome_cache, retime_baseline
 from perfgym.outcome import Outcome, Status
 
 
@@ -28,3 +28,31 @@ def test_a_bad_cached_baseline_is_judged_again_and_replaced(tmp_path, monkeypatc
     assert outcome_cache().get(key).ok  # the bad verdict is gone from the cache
     candidate = evaluate(task, task.expert.read_text(), None, config)
     assert candidate.ok and candidate.speedup is not None
+
+
+def test_a_baseline_timed_again_replaces_the_cached_copy(tmp_path, monkeypatch):
+    """An experiment re-times its baselines on a quiet machine before it judges: the cached
+    copy (here one planted 5x too slow, as if timed under load) gives way to the new timing, and
+    candidates are then judged against the new one."""
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path))
+    import dataclasses
+    import importlib
+    monkeypatch.setattr(importlib.import_module("perfgym.evaluate"), "_cache", None)
+    task = get_task("dot")
+    config = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+    size = dict(task.default_size)
+    first = baseline(task, size, config)
+    assert first.ok and first.timing
+    cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=())
+    info = machine.summary(machine.machine_info(cfg.compiler))
+    key = cache_key(task, task.baseline.read_text(), size, cfg, info["id"])
+    slow = dataclasses.replace(first, timing=dataclasses.replace(
+        first.timing, median=first.timing.median * 5))
+    outcome_cache().put(key, slow)
+    assert baseline(task, size, config).timing.median == slow.timing.median  # served cached
+
+    fresh = retime_baseline(task, size, config)
+    assert fresh.ok and not fresh.cached
+    assert fresh.timing.median < slow.timing.median / 2
+    assert outcome_cache().get(key).timing.median == fresh.timing.median
+    assert baseline(task, size, config).timing.median == fresh.timing.median

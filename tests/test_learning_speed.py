@@ -329,7 +329,8 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     ran = []
     done_by = {"--pilot": lambda s: tmp_path / "pilot.json",
                "--sft": lambda s: tmp_path / f"sft_seed{s}" / "done",
-               "--grpo": lambda s: tmp_path / f"seed{s}" / "done"}
+               "--grpo": lambda s: tmp_path / f"seed{s}" / "done",
+               "--baselines": lambda s: tmp_path / "baselines.json"}
 
     def child(argv):
         flag, rest = argv[8], argv[9:]
@@ -347,11 +348,12 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
     wall, rss = {}, {}
     ls.stages(args, tmp_path, [1, 2], wall, rss)
-    assert ran == ["--pilot", "data", "--sft 1", "--sft 2", "--eval base 1", "--eval base 2",
+    assert ran == ["--pilot", "data", "--sft 1", "--sft 2", "--baselines", "--eval base 1",
+                   "--eval base 2",
                    "--eval control 1", "--eval control 2", "--grpo 1", "--eval grpo 1",
                    "--grpo 2", "--eval grpo 2", "--eval teacher 1"]
-    assert set(wall) == {"pilot", "data", "sft", "eval_base", "eval_control", "grpo",
-                         "eval_grpo", "eval_teacher"}
+    assert set(wall) == {"pilot", "data", "sft", "baselines", "eval_base", "eval_control",
+                         "grpo", "eval_grpo", "eval_teacher"}
     assert rss["grpo_seed2"] == 100.0 and json.loads((tmp_path / "rss.json").read_text()) == rss
     ran.clear()
     ls.stages(args, tmp_path, [1, 2], wall, rss)
@@ -364,9 +366,11 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
         path = {"--pilot": tmp_path / "pilot.json",
                 "--sft": tmp_path / f"sft_seed{rest[0]}" / "done" if rest else None,
                 "--grpo": tmp_path / f"seed{rest[0]}" / "done" if rest else None,
+                "--baselines": tmp_path / "baselines.json",
                 }.get(flag) or tmp_path / "eval" / f"{rest[0]}_seed{rest[1]}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{}" if flag != "--eval" else '{"records": []}')
+        path.write_text({"--eval": '{"records": []}', "--baselines": '{"baselines": []}'}
+                        .get(flag, "{}"))
         return 100.0
 
     monkeypatch.setattr(ls, "run_child", child)
