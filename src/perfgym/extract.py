@@ -176,9 +176,10 @@ _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 
 def code_shape(code: str | None) -> str:
     """C code as the compiler reads its loops: no comments, no #include lines, no white space,
-    and its own names renamed in order of first use (keywords and types kept). Two kernels of
-    one shape are one kernel: a renamed variable, a moved brace or an added #include is no
-    change. Other preprocessor lines are kept as written (`omp simd` is a change)."""
+    its own names renamed in order of first use (keywords and types kept), and no optional
+    braces. Two kernels of one shape are one kernel: a renamed variable, a moved brace, braces
+    around a one-statement loop body or an added #include is no change. Other preprocessor
+    lines are kept as written (`omp simd` is a change)."""
     names: dict[str, str] = {}
     out = []
     for line in strip_comments(code or "").splitlines():
@@ -190,4 +191,84 @@ def code_shape(code: str | None) -> str:
             if (token[0].isalpha() or token[0] == "_") and token not in _C_WORDS:
                 token = names.setdefault(token, f"v{len(names)}")
             out.append(token)
-    return " ".join(out)
+    return " ".join(_without_optional_braces(out))
+
+
+def _without_optional_braces(tokens: list[str]) -> list[str]:
+    """The tokens without the braces C lets go: those around one statement that is the body of
+    a for, while, if, else or do (a model's `for (...) { sum += ...; }` is the naive loop
+    written `for (...) sum += ...;`). Innermost blocks first, so nested loops shed theirs
+    level by level. Kept: a block before `else` that holds an `if` (dropping its braces would
+    hand the else to that if), and any block of more than one statement."""
+    dropped: set[int] = set()
+    opened: list[int] = []
+    for i, token in enumerate(tokens):
+        if token == "{":
+            opened.append(i)
+        elif token == "}" and opened:
+            start = opened.pop()
+            body = [t for j, t in enumerate(tokens[start + 1:i], start + 1) if j not in dropped]
+            if _after_control(tokens, start) and body and _statement_end(body, 0) == len(body) \
+                    and not ("if" in body and tokens[i + 1:i + 2] == ["else"]):
+                dropped.update((start, i))
+    return [t for i, t in enumerate(tokens) if i not in dropped]
+
+
+def _after_control(tokens: list[str], i: int) -> bool:
+    """Whether tokens[i] opens the body of a for, while, if, switch, else or do (not a
+    function's body)."""
+    if i > 0 and tokens[i - 1] in ("else", "do"):
+        return True
+    if i == 0 or tokens[i - 1] != ")":
+        return False
+    depth = 0
+    for j in range(i - 1, -1, -1):
+        depth += (tokens[j] == ")") - (tokens[j] == "(")
+        if depth == 0:
+            return j > 0 and tokens[j - 1] in ("for", "while", "if", "switch")
+    return False
+
+
+def _closing(tokens: list[str], i: int, left: str, right: str) -> int | None:
+    """The index of the bracket that closes tokens[i] (a `left`), None when none does."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += (tokens[j] == left) - (tokens[j] == right)
+        if depth == 0:
+            return j
+    return None
+
+
+def _statement_end(tokens: list[str], i: int) -> int | None:
+    """Where the one C statement that starts at tokens[i] ends (the index after it), None when
+    no statement starts there: a block, a for/while/switch/if (with its else) or do-while
+    with its body, a #pragma line with the statement it applies to, or a simple statement up
+    to its `;` (an initializer's braces inside it)."""
+    if i >= len(tokens):
+        return None
+    t = tokens[i]
+    if t == "{":
+        close = _closing(tokens, i, "{", "}")
+        return None if close is None else close + 1
+    if t.startswith("#"):
+        return _statement_end(tokens, i + 1)
+    if t in ("for", "while", "switch", "if"):
+        close = _closing(tokens, i + 1, "(", ")") if tokens[i + 1:i + 2] == ["("] else None
+        end = None if close is None else _statement_end(tokens, close + 1)
+        if t == "if" and end is not None and tokens[end:end + 1] == ["else"]:
+            end = _statement_end(tokens, end + 1)
+        return end
+    if t == "do":
+        end = _statement_end(tokens, i + 1)
+        if end is None or tokens[end:end + 2] != ["while", "("]:
+            return None
+        close = _closing(tokens, end + 1, "(", ")")
+        return close + 2 if close is not None and tokens[close + 1:close + 2] == [";"] else None
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += (tokens[j] in "({[") - (tokens[j] in ")}]")
+        if depth < 0:
+            return None
+        if tokens[j] == ";" and depth == 0:
+            return j + 1
+    return None
