@@ -862,10 +862,24 @@ def goal_check(rows: list[dict], ci: dict, correct: dict, forgot: list[dict],
 # --- report -----------------------------------------------------------------------------------
 
 def per_sample(out: Path) -> list[dict]:
+    """Every evaluation's records, each copy of the naive kernel counted as one by the copy
+    check of the perfgym that reports (`recheck_copy`)."""
     rows = []
     for path in sorted((out / "eval").glob("*.json")):
-        rows += json.loads(path.read_text())["records"]
+        rows += [recheck_copy(r) for r in json.loads(path.read_text())["records"]]
     return rows
+
+
+def recheck_copy(row: dict) -> dict:
+    """The record with the copy check of the code that reports: a run's arms are evaluated
+    over hours, in stages a session may resume at a later commit, and a copy check that grew
+    (braces around a one-statement body, 3ae6d87) must count every arm's copies alike. A copy
+    is the naive kernel: not faster, speedup 1 (as the gym pays it). `recounted` marks a
+    record this changed."""
+    if row["naive_copy"] or row["status"] != "OK" or not naive_copy(row["task"], row["code"]):
+        return row
+    return {**row, "naive_copy": True, "faster": False, "speedup": 1.0, "log_speedup": 0.0,
+            "recounted": True}
 
 
 def peak_rss(rss: dict) -> dict:

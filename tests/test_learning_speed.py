@@ -121,6 +121,25 @@ def test_per_sample_records_fold_every_train_size_and_keep_the_kernel():
     assert rows[7]["code"] == "no code here"
 
 
+def test_the_report_counts_copies_by_its_own_copy_check(tmp_path):
+    """A record an earlier copy check let through (the naive dot loop with braces around its
+    body, judged 1.126x) is counted as the naive kernel when the run reports; a real change
+    and a failure stay as they were."""
+    braced = ("void dot_optimized(double *x, double *y, double *out, int N) {\n"
+              "    double sum = 0.0;\n    for (int i = 0; i < N; i++) {\n"
+              "        sum += x[i] * y[i];\n    }\n    out[0] = sum;\n}")
+    base = {"arm": "base", "seed": 1, "split": "train", "task": "dot", "status": "OK",
+            "speedup": 1.126, "faster": True, "naive_copy": False, "log_speedup": 0.119}
+    rows = [{**base, "code": braced}, {**base, "code": FAST_DOT},
+            {**base, "code": braced, "status": "WRONG_ANSWER", "faster": False}]
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "base_seed1.json").write_text(json.dumps({"records": rows}))
+    copy, fast, failed = ls.per_sample(tmp_path)
+    assert copy["naive_copy"] and not copy["faster"] and copy["recounted"]
+    assert copy["speedup"] == 1.0 and copy["log_speedup"] == 0.0
+    assert fast == rows[1] and failed == rows[2]
+
+
 # --- the SFT data -----------------------------------------------------------------------------
 
 def pair(task: str, fast: str, run: str = "r1") -> Pair:
