@@ -876,7 +876,8 @@ def recheck_copy(row: dict) -> dict:
     (braces around a one-statement body, 3ae6d87) must count every arm's copies alike. A copy
     is the naive kernel: not faster, speedup 1 (as the gym pays it). `recounted` marks a
     record this changed."""
-    if row["naive_copy"] or row["status"] != "OK" or not naive_copy(row["task"], row["code"]):
+    if row.get("naive_copy") or row["status"] != "OK" or not row.get("code") \
+            or not naive_copy(row["task"], row["code"]):
         return row
     return {**row, "naive_copy": True, "faster": False, "speedup": 1.0, "log_speedup": 0.0,
             "recounted": True}
