@@ -974,8 +974,10 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
 def stage_machines(out: Path) -> dict:
     """Each stage's CPU, and `kinds`: how many CPU kinds the run spans (1 is comparable)."""
     path = out / "machines.json"
+    from results_by_machine import KIND_FLAGS
     by_stage = json.loads(path.read_text()) if path.exists() else {}
-    kinds = {(m["cpu"], tuple(m["isa"])) for m in by_stage.values()}
+    # (stages recorded before 72d2d7e list every ISA flag: a kind is its KIND_FLAGS alone)
+    kinds = {(m["cpu"], tuple(f for f in m["isa"] if f in KIND_FLAGS)) for m in by_stage.values()}
     return {"kinds": len(kinds), "by_stage": by_stage}
 
 

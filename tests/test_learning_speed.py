@@ -401,6 +401,10 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
     ls.stages(args, tmp_path, [1], {}, {})
     assert ls.stage_machines(tmp_path)["kinds"] == 1
     assert ls.stage_machines(tmp_path)["by_stage"]["sft_seed1"] == amd
+    machines = json.loads((tmp_path / "machines.json").read_text())  # as recorded before 72d2d7e
+    machines["pilot"] = {**amd, "isa": ["sse4_2", "avx", "avx2", "fma"]}
+    (tmp_path / "machines.json").write_text(json.dumps(machines))
+    assert ls.stage_machines(tmp_path)["kinds"] == 1
     (tmp_path / "eval" / "grpo_seed1.json").unlink()  # resumed in a session on another CPU
     monkeypatch.setattr(ls, "this_machine", lambda: {**amd, "cpu": "Intel Xeon"})
     ls.stages(args, tmp_path, [1], {}, {})
