@@ -8,9 +8,10 @@ of 7.8 (docs/training/train.md, "Memory").
 A fixed mmap threshold puts every block of 1 MiB or more in its own mapping, returned when
 freed. It has a price, so it is asked for (`--low-memory`, which also shrinks TRL's LM-head
 tiles: lm_head_tiles.py), not the default: each new
-mapping's pages are faulted in and zeroed again. The multi-turn GRPO run took the same wall
-time (benchmarks/grpo_memory_phases.py); SFT steps took 1.4x as long, 5.4 GB instead of 7.6
-(benchmarks/train_allocator.py, where jemalloc did no better).
+mapping's pages are faulted in and zeroed again. With the flag (and the smaller tiles) the
+multi-turn GRPO run's updates took 1.13x as long and the run 1.06x, peaking at 3.9 GB instead
+of 11.3 (benchmarks/low_memory_cost.py, one run each); SFT steps took 1.4x as long, 5.4 GB
+instead of 7.6 (benchmarks/train_allocator.py, where jemalloc did no better).
 """
 from __future__ import annotations
 
