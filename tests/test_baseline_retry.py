@@ -56,3 +56,43 @@ def test_a_baseline_timed_again_replaces_the_cached_copy(tmp_path, monkeypatch):
     assert fresh.timing.median < slow.timing.median / 2
     assert outcome_cache().get(key).timing.median == fresh.timing.median
     assert baseline(task, size, config).timing.median == fresh.timing.median
+
+
+def test_threads_asking_at_once_time_the_baseline_once(tmp_path, monkeypatch):
+    """verl's reward loop sends 16 calls from threads; on a fresh node every one missed the
+    cache and timed the naive kernel itself, 16 timings on the lane where one was needed. One
+    thread times it; the others wait and are served its result, with the cache on and off."""
+    import importlib
+    import threading
+    ev = importlib.import_module("perfgym.evaluate")
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ev, "_cache", None)
+    monkeypatch.setattr(ev, "_recent", {})
+    timed = []
+    real_measure = ev.measure
+
+    def counting_measure(p):
+        timed.append(p.code)
+        return real_measure(p)
+
+    monkeypatch.setattr(ev, "measure", counting_measure)
+    task = get_task("dot")
+    size = dict(task.default_size)
+    for config in (EvalConfig(max_time=0.2, max_samples=10, min_samples=3),
+                   EvalConfig(max_time=0.2, max_samples=10, min_samples=3, use_cache=False)):
+        timed.clear()
+        start = threading.Barrier(8)
+        results = []
+
+        def ask():
+            start.wait()
+            results.append(ev.recent_baseline(task, size, config))
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == 8 and all(r.ok for r in results)
+        # one timing, unless the host disturbed it (a disturbed baseline is never shared)
+        assert len(timed) == 1 or any(r.disturbed for r in results), (len(timed), config)

@@ -120,6 +120,6 @@ def test_config_rejects_bad_values():
 def test_machine_info_is_cached_and_complete():
     info = machine_info()
     assert info["peak_gflops"] >= info["peak_gflops_1core"] > 0
-    assert info["blas_dgemm_gflops"] > 0
+    assert info["bandwidth_gbs"] > 0 and info["isa_bound_gflops"] >= info["peak_gflops"]
     assert info["fingerprint"]["cores"] >= 1
     assert machine_info() == info

@@ -155,13 +155,27 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     """The task's baseline kernel at the same size and flags (cached like any candidate, and
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
-    the load)."""
-    base = evaluate(task, task.baseline.read_text(), size, _baseline_config(config))
-    for _ in range(BASELINE_RETRIES):
-        if base.ok:
-            break
-        base = retime_baseline(task, size, config, keep_disturbed=True)
+    the load). One thread of a process times it; others asking for the same baseline meanwhile
+    wait and take its result from the cache (verl's 16 reward threads on a fresh node each
+    timed the naive kernel once: 16 timings on the lane where one was needed)."""
+    with _one_at_a_time(baseline_key(task, size, config)):
+        base = evaluate(task, task.baseline.read_text(), size, _baseline_config(config))
+        for _ in range(BASELINE_RETRIES):
+            if base.ok:
+                break
+            base = retime_baseline(task, size, config, keep_disturbed=True)
     return base
+
+
+_key_locks: dict[tuple, threading.RLock] = {}
+_key_locks_guard = threading.Lock()
+
+
+def _one_at_a_time(key: tuple) -> threading.RLock:
+    """The lock of one baseline key in this process (reentrant: recent_baseline holds it
+    around baseline)."""
+    with _key_locks_guard:
+        return _key_locks.setdefault(key, threading.RLock())
 
 
 def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
@@ -203,17 +217,19 @@ def recent_baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Out
     if config.use_cache:
         return baseline(task, size, config)
     key = baseline_key(task, size, config)
-    with _recent_lock:
-        when, base = _recent.get(key, (-float("inf"), None))
-    if base is not None and time.monotonic() - when < BASELINE_FRESH_SECONDS:
-        return base
-    base = baseline(task, size, config)
-    if base.ok and not base.disturbed:
-        now = time.monotonic()
+    with _one_at_a_time(key):  # threads that asked together share the one that was timed
         with _recent_lock:
-            for stale in [k for k, (t, _) in _recent.items() if now - t >= BASELINE_FRESH_SECONDS]:
-                del _recent[stale]  # (a service sees many sizes: only fresh ones are kept)
-            _recent[key] = (now, base)
+            when, base = _recent.get(key, (-float("inf"), None))
+        if base is not None and time.monotonic() - when < BASELINE_FRESH_SECONDS:
+            return base
+        base = baseline(task, size, config)
+        if base.ok and not base.disturbed:
+            now = time.monotonic()
+            with _recent_lock:
+                for stale in [k for k, (t, _) in _recent.items()
+                              if now - t >= BASELINE_FRESH_SECONDS]:
+                    del _recent[stale]  # (a service sees many sizes: only fresh ones are kept)
+                _recent[key] = (now, base)
     return base
 
 

@@ -71,7 +71,7 @@ def blas_comparison(task: Task, config: EvalConfig, n: int = 1024) -> dict[str, 
     size = {"M": n, "N": n, "K": n}
     expert = evaluate_many([Request(task, task.expert.read_text(), size,
                                     config.replace(compare_baseline=False))])[0]
-    blas = machine._blas_dgemm_gflops(n)
+    blas = machine.blas_dgemm_gflops(n)
     return {"n": n, "expert_gflops": expert.gflops if expert.ok else 0.0,
             "expert_status": expert.status.value, "blas_gflops": blas,
             "ratio": (expert.gflops or 0.0) / blas if expert.ok else 0.0}

@@ -18,6 +18,7 @@ def machine_cmd(refresh: bool = typer.Option(False, help="measure again instead 
     from .. import sandbox_python
     with console.status("measuring this machine (cached afterwards; again while disturbed)"):
         info = machine_mod.machine_info(cc, refresh=refresh)
+        info = {**info, "blas_dgemm_gflops": machine_mod.blas_dgemm_gflops()}
     with console.status("starting the sandboxed Python"):
         py = sandbox_python.report()
     if as_json:

@@ -73,10 +73,13 @@ static double fma_loop(long iters, double seed) {
 }
 
 static rates peak(int threads) {
-    long iters = 20000000;
+    long iters = 4000000;
     double sink = 0;
     rates best = {0, 0};
-    for (int rep = 0; rep < 10; rep++) { /* about 0.1 s each: the best of ten rides out noise */
+    /* 10-20 ms each (AVX-512, AVX2): the best of ten rides out noise. A register-resident loop
+     * is at its rate within microseconds, so a longer sample only adds the noise it averages
+     * in; a fresh node's first reward waits for this probe. */
+    for (int rep = 0; rep < 10; rep++) {
         double slowest_cpu = 0;
         double t0 = now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink) reduction(max : slowest_cpu)
@@ -96,7 +99,7 @@ static rates peak(int threads) {
 static rates freq(void) {
     rates best = {0, 0};
 #if defined(__x86_64__)
-    long iters = 50000000, x = 0, one = 1;
+    long iters = 10000000, x = 0, one = 1; /* 10^8 adds: about 30 ms a sample at 3 GHz */
     for (int rep = 0; rep < 5; rep++) {
         double t0 = now(), c0 = thread_cpu();
         for (long i = 0; i < iters; i++)

@@ -249,13 +249,18 @@ def harness_objects(task: Task, config: EvalConfig, lang: Language = C) -> list[
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not all(o.is_file() for o in objs):
+            builds = {}  # both at once: a fresh node's first evaluation waits for them
             for name, (text, cc) in sources.items():
                 (out / name).write_text(text)
                 obj = name.split(".")[0] + ".o"
-                r = subprocess.run([cc, "-O2", "-fopenmp", "-c", name, "-o", f"{obj}.tmp"],
-                                   cwd=out, capture_output=True, text=True)
+                builds[obj] = subprocess.Popen([cc, "-O2", "-fopenmp", "-c", name, "-o",
+                                                f"{obj}.tmp"], cwd=out, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True)
+            errors = {obj: r.communicate()[1] for obj, r in builds.items()}
+            for obj, r in builds.items():
                 if r.returncode != 0:
-                    raise ToolchainError(f"cannot build the perfgym harness: {r.stderr[:500]}")
+                    raise ToolchainError(f"cannot build the perfgym harness: "
+                                         f"{errors[obj][:500]}")
                 (out / f"{obj}.tmp").rename(out / obj)
     return objs
 
