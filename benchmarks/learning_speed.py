@@ -4,7 +4,15 @@ speed add to it? An experiment designed before it runs (issue 52).
 
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4]
+        [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only]
+
+The experiment takes longer than a session (180 minutes), and a later session may get a new
+machine without the run directory. After every stage the run's small files (pilot, SFT data,
+each evaluation's records, the stage records: KEPT) are copied to --keep, which is committed;
+a run on a new machine restores them and goes on. A seed's chain is the unit a session
+finishes: a chain cut short after its control's evaluation runs again from its SFT
+(`chain_lost`), since adapters are not kept.
 
 PAIRS.jsonl is `perfgym pairs from-runs` over search run stores; --runs are those run stores
 (the teacher's correct answers that fill the anti-forgetting mix where the base model has none).
@@ -42,9 +50,11 @@ timing is only comparable with timings from the same kind):
 2. data: the pairs' fast kernels of training tasks (held-out tasks dropped, MAX_PAIRS_PER_TASK
    a task) as opened answers, judged again at the train sizes and kept when faster; and per
    training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
-3. sft: per seed, LoRA SFT of the default model on them (its own data order and LoRA init);
-4. eval base and control, per seed; 5. grpo per seed, and its eval; 6. the teacher's eval;
-7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
+3. baselines: the naive kernels timed again where the pilot and data stages left copies;
+4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
+   default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
+   GRPO's eval; 5. the teacher's eval;
+6. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
    the base model's, `forgetting`, peak RSS per arm, `faster_examples` (per task, the faster
    kernel the student wrote most often; `examples.md` for the docs page) and the goal check
    (PASS/FAIL a line).
@@ -123,6 +133,7 @@ GRPO_STEPS = 4
 SFT_SEQUENCES = 96  # per seed: 32 steps of 3
 FAILURE_LOG = math.log(0.1)
 REPS = 2000  # bootstrap replicates
+KEEP_DIR = Path(__file__).resolve().parent / "results" / "learning_speed_run"
 COST = {"eval_s": (593.7 + 355.4 + 847.7) / 1476, "pilot_s": 135.2 / 80,
         "data_s": 44.4 / 17, "sft_s": 296.9 / 36, "grpo_step_s": 4003.9 / 12,
         "teacher_s": 2 * 131.3 / 96}
@@ -1035,6 +1046,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--keep", default=str(KEEP_DIR), help="where the run's small files are "
+                    "kept after each stage and restored from on a new machine ('' for "
+                    "nowhere); commit it to go on in a later session")
     ap.add_argument("--pilot", action="store_true", help=argparse.SUPPRESS)  # children
     ap.add_argument("--sft", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--grpo", type=int, help=argparse.SUPPRESS)
@@ -1043,7 +1057,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
+def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = None) -> list[int]:
     """The seeds; an InputError names the first bad input."""
     from perfgym.store import RunStore
     seeds = parse_seeds(args.seeds)
@@ -1056,7 +1070,8 @@ def check_inputs(args: argparse.Namespace, out: Path) -> list[int]:
             or args.baselines:
         return seeds  # a child of the run: the driver checked the rest
     if args.report_only:
-        if not (out / "pilot.json").is_file():
+        if not (out / "pilot.json").is_file() and not (keep_dir and
+                                                       (keep_dir / "pilot.json").is_file()):
             raise InputError(f"nothing to report in {out}: no pilot.json")
         return seeds
     if not Path(args.pairs).is_file():
@@ -1082,8 +1097,62 @@ def this_machine() -> dict:
     return machine()
 
 
-def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rss: dict) -> None:
-    """Every stage not done yet, in order; each child's seconds, peak RSS and CPU recorded."""
+# What a later session needs to go on, small enough to commit (a few MB): the pilot, the SFT
+# data, each evaluation's records and the stage records. Adapters and merged models are not
+# (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
+KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
+        "machines.json")
+
+
+def kept_files(out: Path) -> list[Path]:
+    """The run's files that `keep` copies, relative to `out`."""
+    names = [Path(n) for n in KEPT if (out / n).is_file()]
+    return names + sorted(p.relative_to(out) for p in (out / "eval").glob("*.json"))
+
+
+def keep(out: Path, keep_dir: Path | None) -> None:
+    """Copy the run's small files to `keep_dir` (committed by whoever runs it): a session ends
+    at its time limit and its machine, with the run directory, may not come back."""
+    if keep_dir is None:
+        return
+    for rel in kept_files(out):
+        target = keep_dir / rel
+        data = (out / rel).read_bytes()
+        if not target.is_file() or target.read_bytes() != data:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+
+def restore(out: Path, keep_dir: Path | None) -> int:
+    """Copy back what `keep` kept and `out` lacks (a new machine); how many files."""
+    if keep_dir is None or not keep_dir.is_dir():
+        return 0
+    restored = 0
+    for rel in kept_files(keep_dir):
+        if not (out / rel).exists():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes((keep_dir / rel).read_bytes())
+            restored += 1
+    return restored
+
+
+def chain_lost(out: Path, seed: int) -> bool:
+    """A seed's chain (its SFT, the control's evaluation, GRPO from that SFT, GRPO's
+    evaluation) cut short on a machine that is gone: the control was evaluated but the SFT it
+    evaluated, which GRPO must start from, is not here. Training again on another machine
+    gives other weights, so the control's evaluation would no longer be GRPO's LR-0 control:
+    the chain runs again from its SFT."""
+    evaluated = out / "eval" / f"control_seed{seed}.json"
+    return (evaluated.exists() and not (out / "eval" / f"grpo_seed{seed}.json").exists()
+            and not (out / f"sft_seed{seed}" / "done").exists())
+
+
+def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rss: dict,
+           keep_dir: Path | None = None) -> None:
+    """Every stage not done yet, in order; each child's seconds, peak RSS and CPU recorded,
+    and the small files kept after each stage. Per seed, one chain (base, SFT, control, GRPO,
+    GRPO's evaluation) runs to its end before the next starts: a session of a few hours
+    finishes chains, and a chain's arms share its machine."""
     machines_path = out / "machines.json"
     machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
@@ -1104,30 +1173,44 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
         write_json(out / "wall.json", wall)
         machines[name] = this_machine()
         write_json(machines_path, machines)
+        keep(out, keep_dir)
+
+    def evaluation(arm: str, s: int) -> None:
+        stage(f"eval_{arm}_seed{s}", out / "eval" / f"{arm}_seed{s}.json",
+              ["--eval", arm, str(s)])
 
     stage("pilot", out / "pilot.json", ["--pilot"])
     stage("data", out / "sft_data.jsonl",
           work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs]))
-    for s in seeds:
-        stage(f"sft_seed{s}", out / f"sft_seed{s}" / "done", ["--sft", str(s)])
+    # the naive kernels timed again before any evaluation, where the pilot and the data stage
+    # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])
-    for arm in ("base", "control"):
-        for s in seeds:
-            stage(f"eval_{arm}_seed{s}", out / "eval" / f"{arm}_seed{s}.json",
-                  ["--eval", arm, str(s)])
     for s in seeds:
+        evaluation("base", s)
+        if (out / "eval" / f"grpo_seed{s}.json").exists():
+            continue  # the chain is done; its adapters need not be here
+        if chain_lost(out, s):
+            log(f"seed {s}: the control was evaluated on a machine that is gone with its SFT; "
+                "the chain runs again from its SFT")
+            for path in (out / "eval" / f"control_seed{s}.json",
+                         *([keep_dir / "eval" / f"control_seed{s}.json"] if keep_dir else [])):
+                path.unlink(missing_ok=True)
+        stage(f"sft_seed{s}", out / f"sft_seed{s}" / "done", ["--sft", str(s)])
+        evaluation("control", s)
         stage(f"grpo_seed{s}", out / f"seed{s}" / "done", ["--grpo", str(s)])
-        stage(f"eval_grpo_seed{s}", out / "eval" / f"grpo_seed{s}.json",
-              ["--eval", "grpo", str(s)])
-    stage(f"eval_teacher_seed{seeds[0]}", out / "eval" / f"teacher_seed{seeds[0]}.json",
-          ["--eval", "teacher", str(seeds[0])])
+        evaluation("grpo", s)
+    evaluation("teacher", seeds[0])
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = Path(args.out).resolve()
+    child = bool(args.pilot or args.sft is not None or args.grpo is not None or args.eval
+                 or args.baselines)
+    keep_dir = Path(args.keep).resolve() if args.keep and not child else None
+    keep_dir = None if keep_dir == out else keep_dir
     try:
-        seeds = check_inputs(args, out)
+        seeds = check_inputs(args, out, keep_dir)
     except InputError as exc:
         fail(str(exc))
     out.mkdir(parents=True, exist_ok=True)
@@ -1142,10 +1225,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.eval:
         return run_eval(out, args.eval[0], int(args.eval[1]),
                         json.loads((out / "pilot.json").read_text()))
+    if n := restore(out, keep_dir):
+        log(f"restored {n} files from {keep_dir}")
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
     rss = json.loads((out / "rss.json").read_text()) if (out / "rss.json").exists() else {}
     if not args.report_only:
-        stages(args, out, seeds, wall, rss)
+        stages(args, out, seeds, wall, rss, keep_dir)
     plan = json.loads((out / "pilot.json").read_text())
     print(report(out, seeds, plan, wall, rss, Path(args.json) if args.json else None))
 

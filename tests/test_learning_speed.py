@@ -338,45 +338,105 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     (tmp_path / "good.jsonl").write_text(json.dumps(pair("dot", "k").__dict__) + "\n")
     argv = [a.replace("TMP", str(tmp_path)) for a in argv]
     with pytest.raises(SystemExit) as exc:
-        ls.main(["--out", str(tmp_path / "run"), *argv])
+        ls.main(["--out", str(tmp_path / "run"), "--keep", "", *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monkeypatch):
-    ran = []
+def fake_children(tmp_path, ran: list, killed_at: str | None = None):
+    """A run_child that records each stage and writes its done file; the stage `killed_at`
+    dies before writing it (as kill -9 leaves a stage), once."""
     done_by = {"--pilot": lambda s: tmp_path / "pilot.json",
                "--sft": lambda s: tmp_path / f"sft_seed{s}" / "done",
                "--grpo": lambda s: tmp_path / f"seed{s}" / "done",
                "--baselines": lambda s: tmp_path / "baselines.json"}
+    kill = [killed_at]
 
     def child(argv):
         flag, rest = argv[8], argv[9:]
         ran.append(" ".join([flag, *rest]))
+        if ran[-1] == kill[0]:
+            kill[0] = None
+            raise SystemExit(f"{ran[-1]} failed (exit -9)")
         path = (tmp_path / "eval" / f"{rest[0]}_seed{rest[1]}.json" if flag == "--eval"
                 else done_by[flag](rest[0] if rest else None))
-        if ran[-1] != "--grpo 2":  # as if killed there
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("{}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text({"--eval": '{"records": []}', "--pilot": '{"per_cell": 4}'}
+                        .get(flag, "{}"))
         return 100.0
+    return child
 
-    monkeypatch.setattr(ls, "run_child", child)
+
+CHAIN = ["--eval base {s}", "--sft {s}", "--eval control {s}", "--grpo {s}", "--eval grpo {s}"]
+
+
+def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monkeypatch):
+    """Per seed one chain runs to its end before the next: a session that ends finishes
+    chains, and a chain's arms share one machine."""
+    ran = []
+    monkeypatch.setattr(ls, "run_child", fake_children(tmp_path, ran, killed_at="--grpo 2"))
     monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
     wall, rss = {}, {}
+    with pytest.raises(SystemExit):
+        ls.stages(args, tmp_path, [1, 2], wall, rss)
+    chain = [c.format(s=s) for s in (1, 2) for c in CHAIN]
+    assert ran == ["--pilot", "data", "--baselines", *chain[:chain.index("--grpo 2") + 1]]
+    ran.clear()
     ls.stages(args, tmp_path, [1, 2], wall, rss)
-    assert ran == ["--pilot", "data", "--sft 1", "--sft 2", "--baselines", "--eval base 1",
-                   "--eval base 2",
-                   "--eval control 1", "--eval control 2", "--grpo 1", "--eval grpo 1",
-                   "--grpo 2", "--eval grpo 2", "--eval teacher 1"]
+    assert ran == ["--grpo 2", "--eval grpo 2", "--eval teacher 1"]  # from where it died
     assert set(wall) == {"pilot", "data", "sft", "baselines", "eval_base", "eval_control",
                          "grpo", "eval_grpo", "eval_teacher"}
     assert rss["grpo_seed2"] == 100.0 and json.loads((tmp_path / "rss.json").read_text()) == rss
     ran.clear()
     ls.stages(args, tmp_path, [1, 2], wall, rss)
-    assert ran == ["--grpo 2"]  # only the stage that did not finish
+    assert ran == []
+
+
+def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
+    """The session's machine is gone with the run directory: what was kept (committed) is
+    restored, finished chains are not run again, and a chain whose SFT is gone after its
+    control was evaluated runs again from its SFT, its old control evaluation dropped."""
+    kept, first, second = tmp_path / "kept", tmp_path / "first", tmp_path / "second"
+    ran = []
+    monkeypatch.setattr(ls, "run_child", fake_children(first, ran, killed_at="--grpo 2"))
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+        ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
+    args = ls.parse_args(["--out", str(first), "--seeds", "1,2,3"])
+    with pytest.raises(SystemExit):
+        ls.stages(args, first, [1, 2, 3], {}, {}, kept)
+    assert {p.name for p in (kept / "eval").glob("*.json")} == {
+        "base_seed1.json", "control_seed1.json", "grpo_seed1.json", "base_seed2.json",
+        "control_seed2.json"}
+    assert (kept / "sft_data.jsonl").is_file() and (kept / "pilot.json").is_file()
+    assert not (kept / "sft_seed2").exists()  # adapters are not kept
+
+    assert ls.restore(second, kept) == len(ls.kept_files(kept))
+    assert ls.chain_lost(second, 2) and not ls.chain_lost(second, 1)
+    ran.clear()
+    monkeypatch.setattr(ls, "run_child", fake_children(second, ran))
+    ls.stages(ls.parse_args(["--out", str(second), "--seeds", "1,2,3"]), second, [1, 2, 3],
+              {}, {}, kept)
+    assert ran == [c.format(s=s) for s in (2, 3) for c in CHAIN if c != "--eval base {s}"
+                   or s == 3] + ["--eval teacher 1"]
+    assert ls.restore(second, kept) == 0  # nothing left to restore: all is there
+
+
+def test_the_driver_restores_and_keeps_by_default_and_not_with_an_empty_keep(tmp_path,
+                                                                             monkeypatch):
+    kept = tmp_path / "kept"
+    (kept / "eval").mkdir(parents=True)
+    (kept / "pilot.json").write_text('{"per_cell": 4}')
+    (kept / "eval" / "base_seed1.json").write_text('{"records": []}')
+    monkeypatch.setattr(ls, "stages", lambda *a: None)
+    monkeypatch.setattr(ls, "report", lambda *a: "report")
+    ls.main(["--out", str(tmp_path / "a"), "--keep", str(kept), "--report-only"])
+    assert (tmp_path / "a" / "eval" / "base_seed1.json").is_file()
+    with pytest.raises(SystemExit) as exc:
+        ls.main(["--out", str(tmp_path / "b"), "--keep", "", "--report-only"])
+    assert exc.value.code == 2 and not (tmp_path / "b" / "pilot.json").exists()
 
 
 def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path, monkeypatch):
