@@ -96,3 +96,42 @@ def test_threads_asking_at_once_time_the_baseline_once(tmp_path, monkeypatch):
         assert len(results) == 8 and all(r.ok for r in results)
         # one timing, unless the host disturbed it (a disturbed baseline is never shared)
         assert len(timed) == 1 or any(r.disturbed for r in results), (len(timed), config)
+
+
+def test_a_bounded_caller_waits_for_another_threads_baseline_no_longer_than_its_bound():
+    """The wait for another thread's timing of the naive kernel is a wait for the lane by
+    proxy: a reward call's is bounded the same way (LaneBusy past PERFGYM_REWARD_WAIT, never
+    a queue of bounds), and an unbounded caller gets the lock once it is free."""
+    import importlib
+    import threading
+    import time
+
+    import pytest
+
+    from perfgym import lane
+    ev = importlib.import_module("perfgym.evaluate")
+    key = ("dot", "a key of this test's own")
+    holding, release = threading.Event(), threading.Event()
+
+    def holder():
+        with ev._one_at_a_time(key):
+            holding.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    holding.wait(5)
+    started = time.monotonic()
+    with lane.bounded(0.3), pytest.raises(lane.LaneBusy, match="another thread's timing"):
+        with ev._one_at_a_time(key):
+            pass
+    assert 0.3 <= time.monotonic() - started < 2.0
+    cancel = threading.Event()
+    cancel.set()
+    with lane.bounded(None, cancel), pytest.raises(lane.Cancelled):
+        with ev._one_at_a_time(key):
+            pass
+    threading.Timer(0.2, release.set).start()
+    with ev._one_at_a_time(key):  # unbounded: waits for the holder, then holds it
+        assert not t.is_alive() or release.is_set()
+    t.join()

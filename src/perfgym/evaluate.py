@@ -10,12 +10,14 @@ dispatch, the cache and the finish. `evaluate` does all three; executors call th
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
-from . import machine
+from . import lane, machine
 from .backends import Prepared, backend_for, backend_for_answer
 from .cache import OutcomeCache, cache_key
 from .config import EvalConfig
@@ -171,11 +173,28 @@ _key_locks: dict[tuple, threading.RLock] = {}
 _key_locks_guard = threading.Lock()
 
 
-def _one_at_a_time(key: tuple) -> threading.RLock:
-    """The lock of one baseline key in this process (reentrant: recent_baseline holds it
-    around baseline)."""
+@contextlib.contextmanager
+def _one_at_a_time(key: tuple) -> Iterator[None]:
+    """Hold the lock of one baseline key in this process (reentrant: recent_baseline holds it
+    around baseline). Waiting for it is waiting for the lane by proxy, so it is bounded as that
+    wait is (lane.bounded: a reward call gets LaneBusy past its bound, Cancelled once its caller
+    has gone): sixteen threads behind one whose lane wait ran out must not wait sixteen bounds."""
     with _key_locks_guard:
-        return _key_locks.setdefault(key, threading.RLock())
+        lock = _key_locks.setdefault(key, threading.RLock())
+    bound = lane.wait_bound()
+    deadline = None if bound is None else time.monotonic() + bound
+    while not lock.acquire(timeout=lane.POLL):
+        if lane.cancelled():
+            raise lane.Cancelled("the caller went away while another thread timed the naive "
+                                 "kernel")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise lane.LaneBusy(f"waited {bound:g} s for another thread's timing of the naive "
+                                f"kernel ({key[0]}); no verdict on this candidate (the bound is "
+                                "PERFGYM_REWARD_WAIT)")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
