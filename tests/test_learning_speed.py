@@ -518,3 +518,25 @@ def test_the_measure_gives_a_task_whose_naive_kernel_needs_it_the_default_timeou
     seen.clear()
     ls.judge([("dot", "a"), ("transpose", "b"), ("dot", "c")], "train", timeouts=timeouts)
     assert seen == [("dot", False, 3.0), ("transpose", False, 8.0)]
+
+
+@pytest.mark.parametrize("task_name", ls.TRAIN_TASKS)
+def test_the_aa_variant_is_the_naive_kernels_machine_code_but_no_copy(task_name, tmp_path):
+    """benchmarks/naive_aa.py judges the naive kernel at naive speed in a form the copy check
+    does not catch: its object code must be the naive kernel's, byte for byte."""
+    import subprocess
+    spec_aa = importlib.util.spec_from_file_location("naive_aa", BENCHMARKS / "naive_aa.py")
+    aa = importlib.util.module_from_spec(spec_aa)
+    spec_aa.loader.exec_module(aa)
+    task = get_task(task_name)
+    variant = aa.same_code_variant(task_name, 12345)
+    assert variant != task.baseline.read_text() and not ls.naive_copy(task_name, variant)
+    texts = []
+    for name, code in (("naive", task.baseline.read_text()), ("variant", variant)):
+        (tmp_path / f"{name}.c").write_text(code)
+        subprocess.run(["gcc", "-O2", "-fopenmp", "-c", f"{name}.c", "-o", f"{name}.o"],
+                       cwd=tmp_path, check=True)
+        dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"{name}.o"],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+        texts.append(dump.split("Disassembly of section", 1)[1])
+    assert texts[0] == texts[1]
