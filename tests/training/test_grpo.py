@@ -74,3 +74,31 @@ def test_a_refused_reward_is_neutral_in_its_group():
     from perfgym.train import grpo
     assert grpo.neutral_for_refused([1.0, float("nan"), 3.0]) == [1.0, 2.0, 3.0]
     assert grpo.neutral_for_refused([float("nan")] * 2) == [0.0, 0.0]
+
+
+def test_fixed_prompts_of_several_tasks_are_judged_at_each_tasks_own_train_sizes(tmp_path):
+    """GRPO over several tasks with sizes "train" (the learning experiment's): each prompt's
+    answers are judged at its own task's train sizes. With one task's size list for all, the
+    first dgemv answer met dgemm's M=256,N=256,K=256 and the run died (SizeError)."""
+    from perfgym import EvalConfig
+    from perfgym.executors import evaluate_many
+    from perfgym.store import RunStore
+    from perfgym.tasks import get_task
+    from perfgym.train.grpo import PerfgymReward
+    dgemm, dgemv = get_task("dgemm"), get_task("dgemv")
+    asked = []
+
+    def recording(requests, **kw):  # the real evaluator; the sizes it was asked are kept
+        asked.extend((r.task.name, tuple(sorted(r.size.items()))) for r in requests)
+        return evaluate_many(requests, **kw)
+
+    config = EvalConfig(use_cache=False, compare_baseline=False, timeout=3.0)
+    reward = PerfgymReward(dgemm, RunStore(tmp_path / "run"), config, "tiered", G=2,
+                           sizes=dgemm.sizes("train"), executor=recording, size_set="train",
+                           prompts={"p-dgemm": (dgemm, None), "p-dgemv": (dgemv, None)})
+    broken = "```c\nvoid f( {\n```"  # no compile: the sizes are checked, nothing is timed
+    rewards = reward.score(["p-dgemm"] * 2 + ["p-dgemv"] * 2, [broken] * 4, {})
+    assert len(rewards) == 4
+    for task in (dgemm, dgemv):
+        want = {tuple(sorted(s.items())) for s in task.sizes("train")}
+        assert {size for name, size in asked if name == task.name} == want

@@ -185,12 +185,16 @@ class PerfgymReward:
                  sizes: list[dict[str, int]] | None = None,
                  prompts: dict[str, tuple[Task, str | None]] | None = None,
                  executor: Callable[..., list[Outcome]] = evaluate_many,
-                 group_timing: bool = False) -> None:
+                 group_timing: bool = False, size_set: str | None = None) -> None:
         self.executor = executor  # local, or a Ray cluster's evaluate_many
         # a group's correct answers timed against each other (perfgym.group_timing): on this
         # machine, at the default size
-        self.group_timing = group_timing and sizes is None and executor is evaluate_many
+        self.group_timing = group_timing and sizes is None and size_set is None \
+            and executor is evaluate_many
         self.sizes = sizes  # None: the default size; else each completion's folded Outcome
+        # a size set by name ("train"): each prompt's task judged at its own sizes of that set
+        # (fixed mode over several tasks; `sizes` are one task's and would not fit another's)
+        self.size_set = size_set
         # several tasks (fixed mode): each prompt text's task and opening (None: not opened)
         self.prompts = prompts or {}
         self.__name__ = f"perfgym_{scheme}"  # TRL logs rewards under the function's name
@@ -227,8 +231,9 @@ class PerfgymReward:
             judged: dict[int, Outcome] = {}
             for task in {tasks[i][0].name: tasks[i][0] for i in indices}.values():
                 mine = [k for k, i in enumerate(indices) if tasks[i][0].name == task.name]
+                sizes = task.sizes(self.size_set) if self.size_set else self.sizes
                 for k, o in zip(mine, evaluate_folded(
-                        task, [(texts[indices[k]], cfgs[k]) for k in mine], self.sizes,
+                        task, [(texts[indices[k]], cfgs[k]) for k in mine], sizes,
                         executor=self.executor)):  # one evaluation batch per task
                     judged[k] = o
             return [judged[k] for k in range(len(indices))]
@@ -438,7 +443,8 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     size_set = task.sizes(settings.sizes) if settings.sizes else None
     executor = _executor(settings)
     reward = PerfgymReward(task, store, eval_config, settings.reward, settings.G, settings.stage,
-                           size_set, executor=executor, group_timing=settings.group_timing)
+                           size_set, executor=executor, group_timing=settings.group_timing,
+                           size_set=settings.sizes)
     rollout = None
     if settings.mode == "fixed":
         reward.prompts = fixed_prompts(settings, tokenizer, machine, eval_config)
