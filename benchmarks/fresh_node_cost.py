@@ -30,6 +30,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def fail(message: str) -> None:
+    """Bad input: one line, exit status 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def timed(owner, name: str, parts: dict, counts: dict, label) -> None:
     """Wrap owner.name so each call adds its seconds to parts[label(args)] and 1 to counts."""
     original = getattr(owner, name)
@@ -87,7 +93,7 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.runs < 1 or args.in_flight < 1:
-        raise SystemExit("--runs and --in-flight must be at least 1")
+        fail("--runs and --in-flight must be at least 1")
     if args.child:
         print(json.dumps(one_process(args.in_flight)))
         return
@@ -111,11 +117,9 @@ def main() -> None:
     count = {k: max(r["counts"].get(k, 0) for r in runs) for k in names}
     fresh = statistics.median(r["fresh_s"] for r in runs)
     warm = statistics.median(r["warm_s"] for r in runs)
-    from results_by_machine import commit
-    from perfgym.cpuinfo import isa_flags
-    from perfgym.machine import cpu_model
+    from results_by_machine import commit, machine
     result = {"benchmark": "fresh_node_cost", "runs": len(runs), "in_flight": args.in_flight,
-              "machine": {"cpu": cpu_model(), "isa": isa_flags(), "cores": os.cpu_count()},
+              "machine": machine(),
               "commit": commit(), "date": time.strftime("%Y-%m-%d"),
               "fresh_s": round(fresh, 3), "warm_s": round(warm, 3),
               "fresh_over_warm": round(fresh / warm, 2),

@@ -29,6 +29,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import learning_speed as ls  # noqa: E402
 
 
+def fail(message: str) -> None:
+    """Bad input: one line, exit status 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def same_code_variant(task_name: str, k: int) -> str:
     """The naive kernel with `(void)k;` first in its body: other text, the same machine code."""
     from perfgym.tasks import get_task
@@ -50,16 +56,16 @@ def main(argv: list[str] | None = None) -> None:
         for t in tasks:
             get_task(t)
     except (KeyError, ValueError) as exc:
-        sys.exit(f"--tasks: {exc}")
+        fail(f"--tasks: {exc}")
     if args.repeats < 1:
-        sys.exit("--repeats is at least 1")
+        fail("--repeats is at least 1")
     stamp = int(time.time())  # new answers each run: none is served from the outcome cache
     answers = []
     for t in tasks:
         for i in range(args.repeats):
             code = same_code_variant(t, stamp * 1000 + i)
             if ls.naive_copy(t, code):
-                sys.exit(f"{t}: the variant reads as a copy of the naive kernel; the A/A test "
+                fail(f"{t}: the variant reads as a copy of the naive kernel; the A/A test "
                          "needs one that does not")
             answers.append((t, f"```c\n{code}\n```"))
     timeouts = ls.naive_timeouts(tasks)

@@ -51,7 +51,7 @@ def cluster():
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HOME": home,
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     if shutil.which("ray", path=env["PATH"]) is None:
-        pytest.skip("the ray command is not on PATH")
+        pytest.skip("the ray command is not on PATH: pip install 'perfgym[cluster]'")
     port = free_port()
     head = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={port}",
                              "--num-cpus=1", '--resources={"bench_node": 1}',
