@@ -154,6 +154,16 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
                           extra={k: v for k, v in config.extra.items() if k != CHECK_ONLY})
 
 
+# A baseline is timed in this many processes and the one with the median time is kept. Where a
+# kernel's arrays land in physical memory is fixed for a process and differs between processes:
+# trsm's naive kernel at N=2000, R=8 (memory-bound) ran 0.0097-0.0169 s over 16 processes, and
+# hardly moved within one. Timed once, the baseline was one draw of that, cached and shared by
+# every answer after it: a copy of the naive kernel read 1.11-1.25x "faster" in 10 of 10
+# (benchmarks/naive_aa.py). The median of 3 is the middle of the distribution a candidate's
+# own single draw comes from.
+BASELINE_PROCESSES = 3
+
+
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     """The task's baseline kernel at the same size and flags (cached like any candidate, and
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
@@ -161,12 +171,41 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     wait and take its result from the cache (verl's 16 reward threads on a fresh node each
     timed the naive kernel once: 16 timings on the lane where one was needed)."""
     with _one_at_a_time(baseline_key(task, size, config)):
-        base = evaluate(task, task.baseline.read_text(), size, _baseline_config(config))
+        cfg = _baseline_config(config)
+        if cfg.use_cache:
+            info = machine.summary(machine.machine_info(cfg.compiler))
+            key = cache_key(task, task.baseline.read_text(), dict(size or task.default_size),
+                            cfg, info["id"])
+            hit = outcome_cache().get(key)
+            if hit is not None and hit.ok and hit.timing and hit.timing.process_medians:
+                return hit  # (one timed in a single process, as before, is timed again)
+        base = retime_baseline(task, size, config, keep_disturbed=True)
         for _ in range(BASELINE_RETRIES):
             if base.ok:
                 break
             base = retime_baseline(task, size, config, keep_disturbed=True)
     return base
+
+
+def _median_of_processes(task: Task, size: dict[str, int], cfg: EvalConfig) -> Outcome:
+    """The baseline timed in BASELINE_PROCESSES processes (uncached); the run with the median
+    time, its `timing.process_medians` all of them. A run that is not OK ends it: that verdict
+    is the answer (the caller judges it again)."""
+    text = task.baseline.read_text()
+    runs = []
+    for _ in range(BASELINE_PROCESSES):
+        run = evaluate(task, text, size, cfg.replace(use_cache=False))
+        if not (run.ok and run.timing):
+            return run
+        runs.append(run)
+    runs.sort(key=lambda o: o.timing.median)
+    middle = runs[len(runs) // 2]
+    middle.timing.process_medians = [o.timing.median for o in runs]
+    # the figure is no better than the worst of the runs it was chosen among
+    middle.disturbed = next((o.disturbed for o in runs if o.disturbed), None)
+    if middle.disturbed and middle.message and "DISTURBED" not in middle.message:
+        middle.message = ok_message(middle)
+    return middle
 
 
 _key_locks: dict[tuple, threading.RLock] = {}
@@ -199,17 +238,17 @@ def _one_at_a_time(key: tuple) -> Iterator[None]:
 
 def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
                     keep_disturbed: bool = False) -> Outcome:
-    """The task's baseline timed afresh; with the cache on, a good result replaces the cached
-    one, unless the host disturbed its timing and `keep_disturbed` is off (an experiment
-    re-times its baselines on a quiet machine before it judges, so that a baseline timed under
-    load does not move its line of "faster"; a retry after a bad verdict keeps any good one)."""
+    """The task's baseline timed afresh (in BASELINE_PROCESSES processes); with the cache on, a
+    good result replaces the cached one, unless the host disturbed its timing and
+    `keep_disturbed` is off (an experiment re-times its baselines on a quiet machine before it
+    judges, so that a baseline timed under load does not move its line of "faster"; a retry
+    after a bad verdict keeps any good one)."""
     cfg = _baseline_config(config)
-    text = task.baseline.read_text()
-    base = evaluate(task, text, size, cfg.replace(use_cache=False))
+    base = _median_of_processes(task, size, cfg)
     if base.ok and (keep_disturbed or not base.disturbed) and cfg.use_cache:
         info = machine.summary(machine.machine_info(cfg.compiler))
-        outcome_cache().put(cache_key(task, text, dict(size or task.default_size), cfg,
-                                      info["id"]), base)
+        outcome_cache().put(cache_key(task, task.baseline.read_text(),
+                                      dict(size or task.default_size), cfg, info["id"]), base)
     return base
 
 

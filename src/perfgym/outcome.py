@@ -45,6 +45,9 @@ class Timing:
     # the stop rule: half the width of the median's 95% confidence interval over the median
     # (None below 6 samples, where there is none, and in outcomes stored before it was kept)
     median_halfwidth: float | None = None
+    # a baseline's: the medians of the processes it was timed in, its own the middle one
+    # (evaluate.BASELINE_PROCESSES); None for a candidate, timed in one process
+    process_medians: list[float] | None = None
 
     @classmethod
     def from_samples(cls, samples: list[float], warmups: int, precision: float) -> "Timing":
