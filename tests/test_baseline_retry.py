@@ -223,3 +223,26 @@ def test_a_disturbed_process_marks_the_baseline_and_a_failed_one_is_the_verdict(
     failed = Outcome(Status.WRONG_ANSWER, "dot", {"N": 1}, "tampering: the parent saw 3 ms")
     _runs(ev, monkeypatch, [_timed(0.10), failed, _timed(0.11)])
     assert ev._median_of_processes(task, {"N": 1}, EvalConfig()) is failed
+
+
+def test_a_cached_baseline_is_served_for_its_max_age_then_timed_again(tmp_path, monkeypatch):
+    """The machine's speed drifts over minutes: a baseline timed ten minutes before a batch was
+    14% off every copy of it in the batch. A cached baseline is served for BASELINE_MAX_AGE
+    seconds; an older one is timed again and replaces it."""
+    ev = _fresh_cache(tmp_path, monkeypatch)
+    task = get_task("dot")
+    config = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
+    size = dict(task.default_size)
+    first = baseline(task, size, config)
+    assert baseline(task, size, config).cached  # young: served from the cache
+    cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=())
+    info = machine.summary(machine.machine_info(cfg.compiler))
+    key = cache_key(task, task.baseline.read_text(), size, cfg, info["id"])
+    with outcome_cache()._conn() as conn:  # as if timed BASELINE_MAX_AGE + 1 s ago
+        conn.execute("UPDATE outcomes SET created = created - ? WHERE key = ?",
+                      (ev.BASELINE_MAX_AGE + 1, key))
+    assert outcome_cache().get(key) is not None  # a candidate's verdict has no age limit
+    again = baseline(task, size, config)
+    assert again.ok and not again.cached
+    assert again.timing.process_medians != first.timing.process_medians
+    assert baseline(task, size, config).cached  # the new one is kept

@@ -13,6 +13,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,11 +73,17 @@ class OutcomeCache:
             self._local.conn = conn
         return conn
 
-    def get(self, key: str) -> Outcome | None:
-        row = self._conn().execute("SELECT outcome FROM outcomes WHERE key = ?",
+    def get(self, key: str, max_age: float | None = None) -> Outcome | None:
+        """The outcome kept under `key`; with `max_age`, only one kept in the last `max_age`
+        seconds (a baseline: the machine's speed drifts, and a candidate is compared with a
+        baseline timed near it)."""
+        row = self._conn().execute("SELECT outcome, created FROM outcomes WHERE key = ?",
                                    (key,)).fetchone()
         if row is None:
             return None
+        if max_age is not None and (row[1] is None or time.time() - row[1] > max_age):
+            return None  # (NULL: kept by a version whose default, unixepoch('subsec'), is
+            # NULL below SQLite 3.42)
         outcome = Outcome.from_dict(json.loads(row[0]))
         outcome.cached = True
         return outcome
@@ -87,8 +94,8 @@ class OutcomeCache:
         if outcome.disturbed:
             return
         with self._conn() as conn:
-            conn.execute("INSERT OR REPLACE INTO outcomes (key, outcome) VALUES (?, ?)",
-                         (key, json.dumps(outcome.to_dict())))
+            conn.execute("INSERT OR REPLACE INTO outcomes (key, outcome, created) "
+                         "VALUES (?, ?, ?)", (key, json.dumps(outcome.to_dict()), time.time()))
 
     def __len__(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM outcomes").fetchone()[0]

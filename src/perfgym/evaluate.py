@@ -162,10 +162,14 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
 # (benchmarks/naive_aa.py). The median of 3 is the middle of the distribution a candidate's
 # own single draw comes from.
 BASELINE_PROCESSES = 3
+# ... and a cached baseline is served for this long, then timed again: the machine's speed
+# drifts (its neighbours' memory traffic), and a baseline timed ten minutes before the
+# candidates was 14% off trsm's copies of it, all ten the same way, in either direction.
+BASELINE_MAX_AGE = 300.0
 
 
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
-    """The task's baseline kernel at the same size and flags (cached like any candidate, and
+    """The task's baseline kernel at the same size and flags (cached for BASELINE_MAX_AGE, and
     timed afresh under use_cache=False: a baseline timed on a busy machine must not outlive
     the load). One thread of a process times it; others asking for the same baseline meanwhile
     wait and take its result from the cache (verl's 16 reward threads on a fresh node each
@@ -176,7 +180,7 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
             info = machine.summary(machine.machine_info(cfg.compiler))
             key = cache_key(task, task.baseline.read_text(), dict(size or task.default_size),
                             cfg, info["id"])
-            hit = outcome_cache().get(key)
+            hit = outcome_cache().get(key, max_age=BASELINE_MAX_AGE)
             if hit is not None and hit.ok and hit.timing and hit.timing.process_medians:
                 return hit  # (one timed in a single process, as before, is timed again)
         base = retime_baseline(task, size, config, keep_disturbed=True)

@@ -70,6 +70,38 @@ def test_a_rerun_writes_the_same_file(run):
     assert first.read_bytes() == second.read_bytes() and first.read_bytes()
 
 
+def test_append_keeps_the_held_pairs_and_adds_only_new_ones(run, tmp_path):
+    """A committed pairs file outlives the run stores it came from (a new machine has none):
+    --append keeps it, adds the run's pairs it does not hold (a reformatted copy is held),
+    gives a clashing id a suffix, and drops a held pair of a task now excluded."""
+    import dataclasses
+
+    from perfgym.train.pairs import Pair, write_pairs
+    fresh = tmp_path / "fresh.jsonl"
+    assert cli("pairs", "from-runs", str(run / "dgemm-run"), "--out", str(fresh)).returncode == 0
+    found = read_pairs(fresh)
+    assert len(found) >= 2
+    held_copy = dataclasses.replace(found[0], fast="/* reformatted */\n" + found[0].fast)
+    clash = Pair("x", found[1].file_id, "another machine's run of the same name",
+                 "void f(void) {}", "void f(void) { }", task="dot")
+    gone = Pair("x", "histogram/old#1", "a held-out task's pair", "int a;", "int b;",
+                task="histogram")
+    out = tmp_path / "committed.jsonl"
+    write_pairs(out, [held_copy, clash, gone])
+    done = cli("pairs", "from-runs", str(run / "dgemm-run"), "--out", str(out), "--append",
+               "--exclude", "histogram", "--json")
+    assert done.returncode == 0, done.stderr
+    merged = read_pairs(out)
+    assert merged[:2] == [held_copy, clash] and gone not in merged
+    added = merged[2:]
+    assert len(added) == len(found) - 1 == json.loads(done.stdout)["added"]
+    assert [normalize(p.fast) for p in added] == [normalize(p.fast) for p in found[1:]]
+    assert len({p.file_id for p in merged}) == len(merged)
+    assert added[0].file_id == found[1].file_id + "~2"
+    again = cli("pairs", "from-runs", str(run / "dgemm-run"), "--out", str(out), "--append")
+    assert again.returncode == 0 and read_pairs(out) == merged  # nothing new the second time
+
+
 def test_bad_input_is_one_line_and_exit_2(run, tmp_path):
     for args in ([str(tmp_path / "missing")], [str(tmp_path)],
                  [str(run / "dgemm-run"), "--min-speedup", "0.5"]):

@@ -121,6 +121,9 @@ def pairs_from_runs_cmd(
             False, "--from-naive", help="also pair every verified kernel faster than the naive "
                                         "kernel with the naive kernel (what an 'improve the "
                                         "naive kernel' prompt teaches)"),
+        append: bool = typer.Option(
+            False, "--append", help="keep the pairs already in --out (their runs may be gone) "
+                                    "and add the new ones it does not hold"),
         as_json: bool = typer.Option(False, "--json", help="print counts as JSON")) -> None:
     """Turn search runs' verified improvements into slow/fast pairs: each verified child and
     its verified parent, the child faster by the evaluator's bound; held-out tasks excluded;
@@ -128,7 +131,8 @@ def pairs_from_runs_cmd(
     import json
     from collections import Counter
 
-    from ..train.pairs import RUN_PAIR_MARGIN, pairs_from_runs, write_pairs
+    from ..train.pairs import (RUN_PAIR_MARGIN, merge_pairs, pairs_from_runs, read_pairs,
+                               write_pairs)
     margin = RUN_PAIR_MARGIN if min_speedup is None else min_speedup
     if margin < 1.0:
         raise UserError(f"--min-speedup is at least 1 (a pair's fast kernel is faster), not "
@@ -139,13 +143,20 @@ def pairs_from_runs_cmd(
     excluded = [t.strip() for t in exclude.split(",") if t.strip()]
     try:
         pairs = pairs_from_runs(run_dirs, excluded, margin, from_naive)
+        # a held pair of a task now excluded goes too: a held-out task never gives a pair
+        held = [p for p in (read_pairs(out) if append and out.exists() else [])
+                if p.task not in excluded]
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    if held:
+        pairs = merge_pairs(held, pairs)
     n = write_pairs(out, pairs)
     per_task = Counter(p.task for p in pairs)
     if as_json:
-        print(json.dumps({"out": str(out), "pairs": n, "per_task": dict(sorted(per_task.items())),
-                          "excluded": excluded}))
+        print(json.dumps({"out": str(out), "pairs": n, "added": n - len(held),
+                          "per_task": dict(sorted(per_task.items())), "excluded": excluded}))
         return
     counts = ", ".join(f"{t} {k}" for t, k in sorted(per_task.items()))
-    console.print(f"wrote {n} pairs to {out}" + (f" ({counts})" if n else ""), highlight=False)
+    added = f" ({n - len(held)} new, {len(held)} kept)" if append else ""
+    console.print(f"wrote {n} pairs to {out}{added}" + (f" ({counts})" if n else ""),
+                  highlight=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -307,6 +307,28 @@ def pairs_from_runs(run_dirs: Iterable[str | Path], exclude: Iterable[str] = (),
                 seen.add(key)
                 pairs.append(pair)
     return pairs
+
+
+def merge_pairs(held: list[Pair], new: Iterable[Pair]) -> list[Pair]:
+    """`held` (a committed pairs file, whose run stores may be gone with their machine), then
+    the pairs of `new` it does not hold (the same slow and fast kernels, up to comments and
+    white space). A new pair whose file_id is taken (a run of the same name on another machine)
+    gets a suffix: ids stay unique."""
+    from ..extract import normalize
+    out = list(held)
+    seen = {(normalize(p.slow), normalize(p.fast)) for p in held}
+    ids = {p.file_id for p in held}
+    for p in new:
+        key = (normalize(p.slow), normalize(p.fast))
+        if key in seen:
+            continue
+        seen.add(key)
+        file_id, n = p.file_id, 2
+        while file_id in ids:
+            file_id, n = f"{p.file_id}~{n}", n + 1
+        ids.add(file_id)
+        out.append(p if file_id == p.file_id else replace(p, file_id=file_id))
+    return out
 
 
 def _trusted(c) -> bool:
