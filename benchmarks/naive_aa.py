@@ -13,7 +13,9 @@ evaluator's bound where it gives one). Every one of them is at naive speed by co
 so the share counted faster is the measure's false-positive rate at naive speed: C kernels are
 judged here without group timing's paired bound, so the speedup alone decides.
 
-Run it alone on the machine: it is a timing. Prints a table per task and the overall share.
+Run it alone on the machine: it is a timing. Prints a table per task and the overall share;
+the JSON also has, per task and size, the copies' median times and the baseline times their
+verdicts used (`per_size`), so a reader sees which of the two moved.
 """
 from __future__ import annotations
 
@@ -44,6 +46,22 @@ def same_code_variant(task_name: str, k: int) -> str:
     return code[:start + 1] + f" (void){k};" + code[start + 1:]
 
 
+def per_size_seconds(answers, outcomes) -> dict[str, dict[str, dict]]:
+    """task -> size -> the copies' median times (s) and the baselines they were compared with
+    (speedup x time: the baseline each copy's verdict used), to see which of the two moved."""
+    out: dict[str, dict[str, dict]] = {}
+    for (task, _), o in zip(answers, outcomes):
+        for part in o.per_size or []:
+            timing = part.get("timing") or {}
+            if part.get("status") != "OK" or not timing.get("median") or not part.get("speedup"):
+                continue
+            size = ",".join(f"{k}={v}" for k, v in part["sizes"].items())
+            cell = out.setdefault(task, {}).setdefault(size, {"copies": [], "baselines": []})
+            cell["copies"].append(timing["median"])
+            cell["baselines"].append(timing["median"] * part["speedup"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default=",".join(ls.TRAIN_TASKS))
@@ -71,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     timeouts = ls.naive_timeouts(tasks)
     outcomes = ls.judge(answers, "train", timeouts=timeouts)
     rows = [ls.record("naive_aa", 0, "train", t, a, o) for (t, a), o in zip(answers, outcomes)]
+    by_size = per_size_seconds(answers, outcomes)
     per_task = {}
     for t in tasks:
         mine = [r for r in rows if r["task"] == t]
@@ -79,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
                        "faster": sum(r["faster"] for r in mine),
                        "speedup_min": min(speedups, default=None),
                        "speedup_median": statistics.median(speedups) if speedups else None,
-                       "speedup_max": max(speedups, default=None)}
+                       "speedup_max": max(speedups, default=None),
+                       "per_size": by_size.get(t, {})}
     faster = sum(r["faster"] for r in rows)
     from results_by_machine import commit, machine
     result = {"benchmark": "naive_aa", "machine": machine(), "commit": commit(),
