@@ -633,7 +633,9 @@ def run_baselines(out: Path, plan: dict) -> None:
     and put in the cache in place of the copy the pilot and data stages used: every arm is then
     judged against a baseline timed on the machine at rest, just before the evaluations (one
     timed while the machine was busy moves the 1.1x line for every arm). The cached and the new
-    medians are kept side by side in baselines.json."""
+    medians are kept side by side in baselines.json. (Since evaluate.BASELINE_MAX_AGE the cache
+    serves a baseline for 5 minutes: the evaluations after that time their own, near their
+    answers, and `before` is a new timing once the cached one is older.)"""
     from perfgym.evaluate import baseline, retime_baseline
     from perfgym.tasks import get_task
     timeouts, rows = plan.get("measure_timeouts", {}), []
