@@ -183,7 +183,8 @@ def test_a_baseline_timed_in_one_process_is_not_served_from_the_cache(tmp_path, 
     outcome_cache().put(key, one_draw)
     again = baseline(task, size, config)
     assert again.timing.process_medians and again.timing.median < one_draw.timing.median / 2
-    assert outcome_cache().get(key).timing.process_medians == again.timing.process_medians
+    if not again.disturbed:  # (a disturbed timing is never kept)
+        assert outcome_cache().get(key).timing.process_medians == again.timing.process_medians
 
 
 def _runs(ev, monkeypatch, results):
@@ -233,7 +234,11 @@ def test_a_cached_baseline_is_served_for_its_max_age_then_timed_again(tmp_path, 
     task = get_task("dot")
     config = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
     size = dict(task.default_size)
-    first = baseline(task, size, config)
+    for _ in range(3):  # a timing the host disturbed is not kept: take an undisturbed one
+        first = baseline(task, size, config)
+        if not first.disturbed:
+            break
+    assert not first.disturbed, first.disturbed
     assert baseline(task, size, config).cached  # young: served from the cache
     cfg = config.replace(stage=None, compare_baseline=False, seed=None, profile=())
     info = machine.summary(machine.machine_info(cfg.compiler))
@@ -245,4 +250,4 @@ def test_a_cached_baseline_is_served_for_its_max_age_then_timed_again(tmp_path, 
     again = baseline(task, size, config)
     assert again.ok and not again.cached
     assert again.timing.process_medians != first.timing.process_medians
-    assert baseline(task, size, config).cached  # the new one is kept
+    assert baseline(task, size, config).cached or again.disturbed  # the new one is kept

@@ -163,7 +163,7 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
 # own single draw comes from.
 BASELINE_PROCESSES = 3
 # ... and a cached baseline is served for this long, then timed again: the machine's speed
-# drifts (its neighbours' memory traffic). Timed in 3 processes ten minutes before a batch of
+# drifts (a shared VM; the cause is outside it). Timed in 3 processes ten minutes before a batch of
 # trsm's copies of it, the baseline read all ten at 0.84-0.87x: the same error as the single
 # draw's 1.19x, the other way.
 BASELINE_MAX_AGE = 300.0
