@@ -178,10 +178,8 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     with _one_at_a_time(baseline_key(task, size, config)):
         cfg = _baseline_config(config)
         if cfg.use_cache:
-            info = machine.summary(machine.machine_info(cfg.compiler))
-            key = cache_key(task, task.baseline.read_text(), dict(size or task.default_size),
-                            cfg, info["id"])
-            hit = outcome_cache().get(key, max_age=BASELINE_MAX_AGE)
+            hit = outcome_cache().get(_baseline_cache_key(task, size, cfg),
+                                      max_age=BASELINE_MAX_AGE)
             if hit is not None and hit.ok and hit.timing and hit.timing.process_medians:
                 return hit  # (one timed in a single process, as before, is timed again)
         base = retime_baseline(task, size, config, keep_disturbed=True)
@@ -251,10 +249,16 @@ def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
     cfg = _baseline_config(config)
     base = _median_of_processes(task, size, cfg)
     if base.ok and (keep_disturbed or not base.disturbed) and cfg.use_cache:
-        info = machine.summary(machine.machine_info(cfg.compiler))
-        outcome_cache().put(cache_key(task, task.baseline.read_text(),
-                                      dict(size or task.default_size), cfg, info["id"]), base)
+        outcome_cache().put(_baseline_cache_key(task, size, cfg), base)
     return base
+
+
+def _baseline_cache_key(task: Task, size: dict[str, int], cfg: EvalConfig) -> str:
+    """The outcome cache's key of the baseline at `size` under a baseline config (the one
+    `evaluate` of the baseline's text would use)."""
+    info = machine.summary(machine.machine_info(cfg.compiler))
+    return cache_key(task, task.baseline.read_text(), dict(size or task.default_size), cfg,
+                     info["id"])
 
 
 # Under use_cache=False nothing outlives the process, and no baseline is older than this: the
