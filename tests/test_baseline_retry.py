@@ -163,7 +163,8 @@ def test_a_baseline_is_the_median_of_its_processes(tmp_path, monkeypatch):
     assert len(timed) == ev.BASELINE_PROCESSES
     medians = base.timing.process_medians
     assert len(medians) == ev.BASELINE_PROCESSES and medians == sorted(medians)
-    assert base.timing.median == medians[len(medians) // 2]
+    kept = 0 if base.timing.processes_disagree else len(medians) // 2
+    assert base.timing.median == medians[kept]
 
 
 def test_a_baseline_timed_in_one_process_is_not_served_from_the_cache(tmp_path, monkeypatch):
@@ -202,15 +203,32 @@ def _timed(median, disturbed=None):
 
 def test_one_slow_process_does_not_set_the_line_of_faster(monkeypatch):
     """The A/A failure it fixes: one process 1.2x slow (the first, or any) made a copy of the
-    naive kernel 1.2x "faster". The middle of three is kept whichever is slow."""
+    naive kernel 1.2x "faster". Whichever is slow, it is not kept: the processes disagree
+    (1.2x > PROCESS_SPREAD_LINE), so the fastest is."""
     import importlib
     ev = importlib.import_module("perfgym.evaluate")
     task = get_task("dot")
     for order in ([0.12, 0.10, 0.101], [0.10, 0.12, 0.101], [0.101, 0.10, 0.12]):
         _runs(ev, monkeypatch, [_timed(m) for m in order])
-        kept = ev._median_of_processes(task, {"N": 1}, EvalConfig())
-        assert kept.timing.median == 0.101, order
+        kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig())
+        assert kept.timing.median == 0.10 and kept.timing.processes_disagree, order
         assert kept.timing.process_medians == [0.10, 0.101, 0.12]
+
+
+def test_processes_that_agree_keep_the_middle_one(monkeypatch):
+    """Within PROCESS_SPREAD_LINE the baseline is the middle process (the A/A's copies,
+    timed in one process each, centre on it), and it says the processes agreed; told that
+    the last timing's disagreed, it keeps the fastest and says they disagree."""
+    import importlib
+    ev = importlib.import_module("perfgym.evaluate")
+    task = get_task("dot")
+    for order in ([0.104, 0.10, 0.102], [0.10, 0.102, 0.104]):
+        _runs(ev, monkeypatch, [_timed(m) for m in order])
+        kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig())
+        assert kept.timing.median == 0.102 and not kept.timing.processes_disagree, order
+    _runs(ev, monkeypatch, [_timed(m) for m in (0.104, 0.10, 0.102)])
+    kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig(), disagreed_before=True)
+    assert kept.timing.median == 0.10 and kept.timing.processes_disagree
 
 
 def test_a_disturbed_process_marks_the_baseline_and_a_failed_one_is_the_verdict(monkeypatch):
@@ -219,11 +237,12 @@ def test_a_disturbed_process_marks_the_baseline_and_a_failed_one_is_the_verdict(
     task = get_task("dot")
     _runs(ev, monkeypatch, [_timed(0.10), _timed(0.20, disturbed="the host stole 30% of a "
                                                                  "core"), _timed(0.11)])
-    kept = ev._median_of_processes(task, {"N": 1}, EvalConfig())
-    assert kept.timing.median == 0.11 and "stole" in kept.disturbed  # no better than its worst
+    kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig())
+    # no better than its worst (and the processes disagreed: the fastest is kept)
+    assert kept.timing.median == 0.10 and "stole" in kept.disturbed
     failed = Outcome(Status.WRONG_ANSWER, "dot", {"N": 1}, "tampering: the parent saw 3 ms")
     _runs(ev, monkeypatch, [_timed(0.10), failed, _timed(0.11)])
-    assert ev._median_of_processes(task, {"N": 1}, EvalConfig()) is failed
+    assert ev._timed_in_processes(task, {"N": 1}, EvalConfig()) is failed
 
 
 def test_a_cached_baseline_is_served_for_its_max_age_then_timed_again(tmp_path, monkeypatch):

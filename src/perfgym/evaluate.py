@@ -102,11 +102,18 @@ def prepare(task: Task, text: str, size: dict[str, int] | None,
     return prepared
 
 
-def measure(p: Prepared) -> Outcome:
+def measure(p: Prepared, base: Outcome | None = None) -> Outcome:
     """Run, verify and time a prepared candidate (one at a time: the backend takes the
-    exclusive lane while it times)."""
+    exclusive lane while it times). Its baseline (`base`, when the caller has timed it for a
+    batch) is known first: where the baseline's processes disagreed, the candidate is timed in
+    as many processes as the baseline was."""
     backend = p.backend or backend_for(p.task)
     try:
+        if p.config.compare_baseline and backend.separate_baseline and \
+                not p.config.extra.get(CHECK_ONLY):
+            p.base = base or recent_baseline(p.task, p.size, p.config)
+            if p.base.ok and p.base.timing and p.base.timing.processes_disagree:
+                p.processes = BASELINE_PROCESSES
         outcome = backend.measure(p, _maker(p.task, p.size, p.config, p.started, p.machine,
                                             p.techniques))
         if p.config.profile:  # while the build directory (object, compiler report) exists
@@ -123,7 +130,7 @@ def finish(p: Prepared, outcome: Outcome, base: Outcome | None = None) -> Outcom
     backend = p.backend or backend_for(p.task)
     if outcome.ok and outcome.timing and p.config.compare_baseline and \
             backend.separate_baseline:
-        base = base or recent_baseline(p.task, p.size, p.config)
+        base = base or p.base or recent_baseline(p.task, p.size, p.config)
         if base.ok and base.timing:
             outcome.speedup = base.timing.median / outcome.timing.median
             if base.disturbed and not outcome.disturbed:  # the speedup is no better than it
@@ -162,6 +169,21 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
 # (benchmarks/naive_aa.py). The median of 3 is the middle of the distribution a candidate's
 # own single draw comes from.
 BASELINE_PROCESSES = 3
+# Where the slowest of those processes' medians is more than this over the fastest, the size's
+# time depends on the process: trsm's at N=2000, R=8 is one of two modes, 0.0097 s or 0.016 s,
+# about one process in three the slow one. The median of 3 is then the slow mode in about one
+# timing in four, and a single draw of a candidate in the fast mode read 1.65x faster. There
+# the baseline keeps its fastest process, and the candidate is timed in as many processes and
+# keeps its fastest (evaluate.measure): the fast mode on both sides unless every process of one
+# side drew the slow one. The line is the A/A test's line of "faster" (benchmarks/naive_aa.py).
+# A size whose last timing disagreed is treated so for one more timing: three processes that
+# agree may all have drawn the same mode.
+PROCESS_SPREAD_LINE = 1.10
+
+
+def process_spread(medians: list[float] | None) -> float:
+    """The slowest process's median over the fastest's (1.0 for one or none)."""
+    return max(medians) / min(medians) if medians and min(medians) > 0 else 1.0
 # ... and a cached baseline is served for this long, then timed again: the machine's speed
 # drifts (a shared VM; the cause is outside it). Timed in 3 processes ten minutes before a batch of
 # trsm's copies of it, the baseline read all ten at 0.84-0.87x: the same error as the single
@@ -190,10 +212,12 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
     return base
 
 
-def _median_of_processes(task: Task, size: dict[str, int], cfg: EvalConfig) -> Outcome:
+def _timed_in_processes(task: Task, size: dict[str, int], cfg: EvalConfig,
+                        disagreed_before: bool = False) -> Outcome:
     """The baseline timed in BASELINE_PROCESSES processes (uncached); the run with the median
-    time, its `timing.process_medians` all of them. A run that is not OK ends it: that verdict
-    is the answer (the caller judges it again)."""
+    time, or where the processes disagree (PROCESS_SPREAD_LINE; or did at the last timing,
+    `disagreed_before`) the fastest; its `timing.process_medians` all of them. A run that is
+    not OK ends it: that verdict is the answer (the caller judges it again)."""
     text = task.baseline.read_text()
     runs = []
     for _ in range(BASELINE_PROCESSES):
@@ -202,13 +226,16 @@ def _median_of_processes(task: Task, size: dict[str, int], cfg: EvalConfig) -> O
             return run
         runs.append(run)
     runs.sort(key=lambda o: o.timing.median)
-    middle = runs[len(runs) // 2]
-    middle.timing.process_medians = [o.timing.median for o in runs]
+    medians = [o.timing.median for o in runs]
+    disagree = disagreed_before or process_spread(medians) > PROCESS_SPREAD_LINE
+    kept = runs[0] if disagree else runs[len(runs) // 2]
+    kept.timing.process_medians = medians
+    kept.timing.processes_disagree = disagree
     # the figure is no better than the worst of the runs it was chosen among
-    middle.disturbed = next((o.disturbed for o in runs if o.disturbed), None)
-    if middle.disturbed and middle.message and "DISTURBED" not in middle.message:
-        middle.message = ok_message(middle)
-    return middle
+    kept.disturbed = next((o.disturbed for o in runs if o.disturbed), None)
+    if kept.disturbed and kept.message and "DISTURBED" not in kept.message:
+        kept.message = ok_message(kept)
+    return kept
 
 
 _key_locks: dict[tuple, threading.RLock] = {}
@@ -241,13 +268,18 @@ def _one_at_a_time(key: tuple) -> Iterator[None]:
 
 def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
                     keep_disturbed: bool = False) -> Outcome:
-    """The task's baseline timed afresh (in BASELINE_PROCESSES processes); with the cache on, a
+    """The task's baseline timed afresh (in BASELINE_PROCESSES processes, _timed_in_processes,
+    told whether the cached timing's processes disagreed); with the cache on, a
     good result replaces the cached one, unless the host disturbed its timing and
     `keep_disturbed` is off (an experiment re-times its baselines on a quiet machine before it
     judges, so that a baseline timed under load does not move its line of "faster"; a retry
     after a bad verdict keeps any good one)."""
     cfg = _baseline_config(config)
-    base = _median_of_processes(task, size, cfg)
+    before = outcome_cache().get(_baseline_cache_key(task, size, cfg)) if cfg.use_cache \
+        else None  # (of any age)
+    disagreed = before is not None and before.timing is not None and \
+        process_spread(before.timing.process_medians) > PROCESS_SPREAD_LINE
+    base = _timed_in_processes(task, size, cfg, disagreed)
     if base.ok and (keep_disturbed or not base.disturbed) and cfg.use_cache:
         outcome_cache().put(_baseline_cache_key(task, size, cfg), base)
     return base

@@ -45,9 +45,14 @@ class Timing:
     # the stop rule: half the width of the median's 95% confidence interval over the median
     # (None below 6 samples, where there is none, and in outcomes stored before it was kept)
     median_halfwidth: float | None = None
-    # a baseline's: the medians of the processes it was timed in, its own the middle one
-    # (evaluate.BASELINE_PROCESSES); None for a candidate, timed in one process
+    # the medians of the processes it was timed in, fastest first: a baseline's always
+    # (evaluate.BASELINE_PROCESSES), a candidate's where its baseline's processes disagreed;
+    # None for a candidate timed in one process
     process_medians: list[float] | None = None
+    # a baseline's: its processes disagreed (or the last timing's did) by more than
+    # evaluate.PROCESS_SPREAD_LINE; then it keeps its fastest process, and a candidate at its
+    # size is timed in as many processes and keeps its fastest too
+    processes_disagree: bool = False
 
     @classmethod
     def from_samples(cls, samples: list[float], warmups: int, precision: float) -> "Timing":

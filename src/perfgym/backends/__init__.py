@@ -45,6 +45,10 @@ class Prepared:
     key: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     backend: Any = None  # the backend that prepared it (a C task's C++ answer: the C++ one)
+    # set by evaluate.measure: the baseline its speedup is over (None: not compared), and how
+    # many processes to time it in (more than one where the baseline's processes disagreed)
+    base: Any = None
+    processes: int = 1
 
 
 # fail(status, message, details="", **outcome_fields) -> Outcome, with the common fields filled

@@ -117,7 +117,8 @@ def evaluate_many(requests: Sequence[Request], workers: int | None = None,
                     started = time.monotonic()
                     try:
                         # (measure removes its work directory)
-                        item = finish(item, measure(item), bases.get(base_key(requests[i])))
+                        base = bases.get(base_key(requests[i]))
+                        item = finish(item, measure(item, base), base)
                     except TaskError as exc:
                         task_faults.append(exc)
                         continue
