@@ -757,24 +757,31 @@ def comparisons(rows: list[dict], reps: int = REPS) -> dict:
     return result
 
 
-def correctness(rows: list[dict]) -> dict:
+def correctness(rows: list[dict], changed_only: bool = False) -> dict:
     """arm -> task -> the share of its answers correct at every size (training tasks at the
-    train split, held-out tasks at the heldout_task split)."""
+    train split, held-out tasks at the heldout_task split); `changed_only`: correct and not
+    the naive kernel handed back (the base model's correctness on dot, prefix_sum and
+    histogram was all copies: a student that tries a change and fails loses it)."""
     result: dict = {}
     for r in rows:
         if (r["split"] == "train") != (r["task"] in TRAIN_TASKS) or r["split"] == "heldout_sizes":
             continue
         cell = result.setdefault(r["arm"], {}).setdefault(r["task"], [0, 0])
-        cell[0] += r["status"] == "OK"
+        cell[0] += r["status"] == "OK" and not (changed_only and r.get("naive_copy"))
         cell[1] += 1
     return {arm: {t: ok / n for t, (ok, n) in sorted(tasks.items())}
             for arm, tasks in result.items()}
 
 
-def forgetting(correct: dict, arms: tuple = ("control", "grpo")) -> list[dict]:
-    """The tasks whose correctness fell more than FORGETTING below the base model's."""
+def forgetting(correct: dict, arms: tuple = ("control", "grpo"),
+               changed: dict | None = None) -> list[dict]:
+    """The tasks whose correctness fell more than FORGETTING below the base model's; with
+    `changed` (correctness(changed_only=True)), each says how much of either was correct
+    answers that changed the naive kernel."""
     base = correct.get("base", {})
-    return [{"arm": arm, "task": t, "correct": c, "base": base[t]}
+    return [{"arm": arm, "task": t, "correct": c, "base": base[t],
+             **({"correct_changed": changed[arm][t], "base_changed": changed["base"][t]}
+                if changed else {})}
             for arm in arms for t, c in correct.get(arm, {}).items()
             if t in base and c < base[t] - FORGETTING - 1e-12]
 
@@ -855,6 +862,8 @@ def goal_check(rows: list[dict], ci: dict, correct: dict, forgot: list[dict],
     held = {t: (mine.get(t, {}), base.get(t, {})) for t in HELDOUT_TASKS}
     above = [t for t, (x, y) in held.items() if x.get("samples") and _share(x) > _share(y)]
     fell = "; ".join(f"{f['arm']} {f['task']} {_pct(f['correct'])} vs {_pct(f['base'])}"
+                     + (f" (changed and correct: {_pct(f['correct_changed'])} vs "
+                        f"{_pct(f['base_changed'])})" if "base_changed" in f else "")
                      for f in forgot)
     done = sorted({r["seed"] for r in rows if r["arm"] == STUDENT} & set(sft_seeds))
     return [
@@ -953,7 +962,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
     rows = per_sample(out)
     ci = ci_clustered(rows, reps)
     correct = correctness(rows)
-    forgot = forgetting(correct)
+    changed = correctness(rows, changed_only=True)
+    forgot = forgetting(correct, changed=changed)
     data = json.loads((out / "data.json").read_text()) if (out / "data.json").exists() else {}
     goals = goal_check(rows, ci, correct, forgot, seeds, sum(wall.values()))
     return {
@@ -964,7 +974,7 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                    "the mean over seeds; 95% bootstrap clustered by task and by seed",
         "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
         "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
-        "forgetting": forgot, "faster_examples": faster_examples(rows),
+        "correctness_changed": changed, "forgetting": forgot, "faster_examples": faster_examples(rows),
         "faster_by_task": {arm: {**faster_by_task(rows, arm),
                                  **faster_by_task(rows, arm, "heldout_task")} for arm in ci},
         "goal": [{"passed": p, "line": line} for p, line in goals],

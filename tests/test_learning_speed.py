@@ -282,6 +282,22 @@ def test_forgetting_is_more_than_ten_points_below_the_base_model():
         ("control", "spmv"), ("control", "jacobi2d"), ("grpo", "dot")]
 
 
+def test_correctness_of_changed_answers_leaves_out_the_naive_kernel_handed_back():
+    """The base model's 100% on dot was 36 copies of the naive kernel: the second figure
+    counts correct answers that changed it, and a forgetting row carries both."""
+    def row(arm, ok, copy):
+        return {"arm": arm, "task": "dot", "split": "train", "status": "OK" if ok else
+                "COMPILE_ERROR", "naive_copy": copy}
+    rows = [row("base", True, True)] * 4 + [row("control", True, False),
+                                            row("control", False, False)] * 2
+    assert ls.correctness(rows) == {"base": {"dot": 1.0}, "control": {"dot": 0.5}}
+    changed = ls.correctness(rows, changed_only=True)
+    assert changed == {"base": {"dot": 0.0}, "control": {"dot": 0.5}}
+    [fell] = ls.forgetting(ls.correctness(rows), ("control",), changed)
+    assert (fell["correct"], fell["base"]) == (0.5, 1.0)
+    assert (fell["correct_changed"], fell["base_changed"]) == (0.5, 0.0)
+
+
 def test_report_writes_the_results_schema_and_prints_pass_or_fail(tmp_path):
     rows = goal_rows()
     for arm in ("base", "grpo"):
