@@ -48,7 +48,8 @@ def same_code_variant(task_name: str, k: int) -> str:
 
 def per_size_seconds(answers, outcomes) -> dict[str, dict[str, dict]]:
     """task -> size -> the copies' median times (s) and the baselines they were compared with
-    (speedup x time: the baseline each copy's verdict used), to see which of the two moved."""
+    (speedup x time: the baseline each copy's verdict used), to see which of the two moved, and
+    the processes each copy was timed in (more than one where its baseline's disagreed)."""
     out: dict[str, dict[str, dict]] = {}
     for (task, _), o in zip(answers, outcomes):
         for part in o.per_size or []:
@@ -56,8 +57,10 @@ def per_size_seconds(answers, outcomes) -> dict[str, dict[str, dict]]:
             if part.get("status") != "OK" or not timing.get("median") or not part.get("speedup"):
                 continue
             size = ",".join(f"{k}={v}" for k, v in part["sizes"].items())
-            cell = out.setdefault(task, {}).setdefault(size, {"copies": [], "baselines": []})
+            cell = out.setdefault(task, {}).setdefault(
+                size, {"copies": [], "baselines": [], "processes": []})
             cell["copies"].append(timing["median"])
+            cell["processes"].append(len(timing.get("process_medians") or [0]))
             cell["baselines"].append(timing["median"] * part["speedup"])
     return out
 
