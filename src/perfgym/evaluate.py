@@ -233,7 +233,7 @@ def _timed_in_processes(task: Task, size: dict[str, int], cfg: EvalConfig,
     kept.timing.processes_disagree = disagree
     # the figure is no better than the worst of the runs it was chosen among
     kept.disturbed = next((o.disturbed for o in runs if o.disturbed), None)
-    if kept.disturbed and kept.message and "DISTURBED" not in kept.message:
+    if kept.message:  # (what it now says of its processes, and of a disturbed one)
         kept.message = ok_message(kept)
     return kept
 
@@ -341,6 +341,10 @@ def ok_message(o: Outcome) -> str:
         f"\u00b1{t.median_halfwidth * 100:.1f}% in this run (95% CI)"
         if t.median_halfwidth is not None
         else "too few for a 95% CI"))
+    if t.process_medians and len(t.process_medians) > 1 and (
+            t.processes_disagree or o.speedup is not None):  # (a candidate's: always disagreed)
+        parts.append(f"the fastest of {len(t.process_medians)} processes (they disagree by "
+                     f"{process_spread(t.process_medians):.2f}x)")
     if o.speedup is not None:
         parts.append(f"{o.speedup:.2f}x naive")
     if o.fraction_of_roofline is not None:
