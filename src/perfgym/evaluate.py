@@ -161,7 +161,8 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
                           extra={k: v for k, v in config.extra.items() if k != CHECK_ONLY})
 
 
-# A baseline is timed in this many processes and the one with the median time is kept. Where a
+# A baseline is timed in this many processes and the one with the median time is kept (the
+# fastest where they disagree: PROCESS_SPREAD_LINE). Where a
 # kernel's arrays land in physical memory is fixed for a process and differs between processes:
 # trsm's naive kernel at N=2000, R=8 (memory-bound) ran 0.0097-0.0169 s over 16 processes, and
 # hardly moved within one. Timed once, the baseline was one draw of that, cached and shared by
@@ -169,6 +170,11 @@ def _baseline_config(config: EvalConfig) -> EvalConfig:
 # (benchmarks/naive_aa.py). The median of 3 is the middle of the distribution a candidate's
 # own single draw comes from.
 BASELINE_PROCESSES = 3
+# ... and a cached baseline is served for this long, then timed again: the machine's speed
+# drifts (a shared VM; the cause is outside it). Timed in 3 processes ten minutes before a batch of
+# trsm's copies of it, the baseline read all ten at 0.84-0.87x: the same error as the single
+# draw's 1.19x, the other way.
+BASELINE_MAX_AGE = 300.0
 # Where the slowest of those processes' medians is more than this over the fastest, the size's
 # time depends on the process: trsm's at N=2000, R=8 is one of two modes, 0.0097 s or 0.016 s,
 # about one process in three the slow one. The median of 3 is then the slow mode in about one
@@ -184,11 +190,6 @@ PROCESS_SPREAD_LINE = 1.10
 def process_spread(medians: list[float] | None) -> float:
     """The slowest process's median over the fastest's (1.0 for one or none)."""
     return max(medians) / min(medians) if medians and min(medians) > 0 else 1.0
-# ... and a cached baseline is served for this long, then timed again: the machine's speed
-# drifts (a shared VM; the cause is outside it). Timed in 3 processes ten minutes before a batch of
-# trsm's copies of it, the baseline read all ten at 0.84-0.87x: the same error as the single
-# draw's 1.19x, the other way.
-BASELINE_MAX_AGE = 300.0
 
 
 def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
