@@ -187,6 +187,35 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     assert len(judged) == 2  # the long answer was never judged
 
 
+def test_rewrite_pairs_join_the_sft_data_judged_as_pairs_the_fastest_kept(tmp_path, monkeypatch):
+    dot = get_task("dot")
+    fast_code = answer_start(dot).removeprefix("```c\n") + FAST_DOT
+    slower = fast_code.replace("s0 + s1", "s1 + s0")
+    not_faster = fast_code.replace("s0 + s1", "s1 + (s0)")
+    monkeypatch.setattr(ls, "rewrite_pairs", lambda: [
+        ("dot", slower, "dot/rewrite:a"), ("dot", fast_code, "dot/rewrite:b"),
+        ("dot", not_faster, "dot/rewrite:c")])
+    pairs_file = tmp_path / "pairs.jsonl"
+    pairs_file.write_text(json.dumps(pair("dot", fast_code.replace("s0", "t0")).__dict__) + "\n")
+    (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
+    speed = {"s1 + s0": 2.0, "s1 + (s0)": 1.0}
+    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [folded(
+        [next((v for k, v in speed.items() if k in text), 3.0)] * 3) for _, text in items])
+    ls.make_data(tmp_path, pairs_file, [], rewrites_per_task=1)
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert [(r["source"], r["kernel"]) for r in records] == [
+        ("pair", "dot/r1#" + fast_code.replace("s0", "t0")[:12]), ("rewrite", "dot/rewrite:b")]
+    data = json.loads((tmp_path / "data.json").read_text())
+    assert data["rewrite_pairs"] == 1 and data["rewrite_pairs_per_task"] == {"dot": 1}
+    assert data["skipped"]["dot/rewrite:a"] == "past 1 rewrite pairs of dot"
+    assert "1.00x naive" in data["skipped"]["dot/rewrite:c"]  # judged as a pair: not faster
+    ls.make_data(tmp_path, pairs_file, [])  # the default: none
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in records] == ["pair"]
+
+
 def test_the_mix_takes_correct_answers_at_about_naive_speed_but_no_copy():
     def rec(task, status, speedup, copy=False, code="k"):
         return {"task": task, "status": status, "speedup": speedup, "naive_copy": copy,
@@ -392,7 +421,7 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     chains, and a chain's arms share one machine."""
     ran = []
     monkeypatch.setattr(ls, "run_child", fake_children(tmp_path, ran, killed_at="--grpo 2"))
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
     wall, rss = {}, {}
@@ -418,7 +447,7 @@ def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
     kept, first, second = tmp_path / "kept", tmp_path / "first", tmp_path / "second"
     ran = []
     monkeypatch.setattr(ls, "run_child", fake_children(first, ran, killed_at="--grpo 2"))
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(first), "--seeds", "1,2,3"])
     with pytest.raises(SystemExit):
@@ -469,7 +498,7 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
         return 100.0
 
     monkeypatch.setattr(ls, "run_child", child)
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites: (
         (out / "sft_data.jsonl").write_text("{}\n")))
     amd = {"cpu": "AMD EPYC", "isa": ["avx2"], "cores": 2}
     monkeypatch.setattr(ls, "this_machine", lambda: amd)
@@ -557,3 +586,33 @@ def test_the_aa_variant_is_the_naive_kernels_machine_code_but_no_copy(task_name,
                               cwd=tmp_path, check=True, capture_output=True, text=True).stdout
         texts.append(dump.split("Disassembly of section", 1)[1])
     assert texts[0] == texts[1]
+
+
+def test_rewrite_pairs_are_edits_of_the_naive_kernel_by_rule():
+    """--rewrite-pairs: each training task's naive kernel under chains of the textbook
+    rewrites, distinct, never the naive kernel itself and never a held-out task's."""
+    from perfgym.extract import normalize
+    from perfgym.tasks import get_task
+    found = ls.rewrite_pairs()
+    tasks = {t for t, _, _ in found}
+    assert tasks <= set(ls.TRAIN_TASKS) and "dgemm" in tasks
+    assert len({(t, normalize(c)) for t, c, _ in found}) == len(found)
+    for task, code, ident in found:
+        assert normalize(code) != normalize(get_task(task).baseline.read_text())
+        assert ident.startswith(f"{task}/rewrite:")
+    dgemm = {ident.split(":")[1] for t, _, ident in found if t == "dgemm"}
+    assert "sink_sum+omp_outer+simd_inner" in dgemm and "omp_outer" in dgemm
+    assert "#pragma omp parallel for" in dict((i, c) for _, c, i in found)[
+        "dgemm/rewrite:sink_sum+omp_outer"]
+    assert ls.rewrite_pairs(["stencil3d"]) == []  # (no rule applies to its nest)
+
+
+def test_best_rewrites_keeps_the_fastest_few_a_task_and_every_other_record():
+    records = [{"task": "dot", "source": "rewrite", "kernel": f"dot/rewrite:{k}",
+                "speedup": v} for k, v in (("a", 1.5), ("b", 3.0), ("c", 2.0))]
+    records += [{"task": "dot", "source": "pair", "kernel": "p", "speedup": 1.2}]
+    skipped = {}
+    kept = ls.best_rewrites(records, 2, skipped)
+    assert [r["kernel"] for r in kept] == ["dot/rewrite:b", "dot/rewrite:c", "p"]
+    assert list(skipped) == ["dot/rewrite:a"]
+    assert ls.best_rewrites(records, 0, {}) == records[3:]
