@@ -482,7 +482,7 @@ def rewrite_pairs(tasks=TRAIN_TASKS) -> list[tuple[str, str, str]]:
 
     Why: the student's wrong answers on the held-out tasks were rewrites far from the kernel it
     was shown (median similarity to it 0.45, difflib over the normalized code), its right ones
-    edits of it (0.90 and up); the teacher's pairs are rewrites too (median 0.42-0.70 a task,
+    edits of it (all above 0.8); the teacher's pairs are rewrites too (median 0.42-0.70 a task,
     17 of 237 above 0.8). A rule's rewrite is an edit: the kernel shown with a pragma added or
     two loops exchanged, which a loop nest the student has not seen also takes. Each is judged
     as a pair is (kept when faster at the train sizes)."""
