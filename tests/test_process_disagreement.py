@@ -53,7 +53,7 @@ def test_a_candidate_is_timed_in_as_many_processes_where_the_baseline_disagreed(
     """Real runs: against a baseline whose processes disagreed, the expert is timed in
     BASELINE_PROCESSES processes, each verified, and keeps the fastest."""
     task = get_task("dot")
-    size = dict(task.default_size)
+    size = {"N": 200_000}  # (small: quick)
     _plant_baseline(task, size, _timed(0.01, spread=1.6, disagree=True))
     three = evaluate(task, task.expert.read_text(), size, CONFIG)
     assert three.ok, three.message
@@ -65,7 +65,7 @@ def test_a_candidate_is_timed_in_as_many_processes_where_the_baseline_disagreed(
 
 def test_a_candidate_is_timed_in_one_process_where_the_baseline_agreed(fresh_cache):
     task = get_task("dot")
-    size = dict(task.default_size)
+    size = {"N": 200_000}  # (small: quick)
     _plant_baseline(task, size, _timed(0.01, spread=1.01))
     one = evaluate(task, task.expert.read_text(), size, CONFIG)
     assert one.ok and one.timing.process_medians is None
@@ -76,7 +76,7 @@ def test_a_batch_passes_its_baseline_to_the_measure(fresh_cache):
     """The batch times its baseline first and each candidate is timed by that one's verdict
     (not one timed again between)."""
     task = get_task("dot")
-    size = dict(task.default_size)
+    size = {"N": 200_000}  # (small: quick)
     _plant_baseline(task, size, _timed(0.01, spread=1.6, disagree=True))
     [out] = evaluate_many([Request(task, task.expert.read_text(), size, CONFIG)])
     assert out.ok and len(out.timing.process_medians) == ev.BASELINE_PROCESSES
