@@ -227,8 +227,9 @@ def test_processes_that_agree_keep_the_middle_one(monkeypatch):
         kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig())
         assert kept.timing.median == 0.102 and not kept.timing.processes_disagree, order
     _runs(ev, monkeypatch, [_timed(m) for m in (0.104, 0.10, 0.102)])
-    kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig(), disagreed_before=True)
+    kept = ev._timed_in_processes(task, {"N": 1}, EvalConfig(), since_before=0)
     assert kept.timing.median == 0.10 and kept.timing.processes_disagree
+    assert kept.timing.timings_since_disagreement == 1
 
 
 def test_a_disturbed_process_marks_the_baseline_and_a_failed_one_is_the_verdict(monkeypatch):

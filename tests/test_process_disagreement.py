@@ -36,17 +36,30 @@ def _plant_baseline(task, size, outcome):
     return key
 
 
-def test_a_size_whose_last_timing_disagreed_is_treated_so_once_more(fresh_cache, monkeypatch):
-    """Three processes that agree may all have drawn the same mode: the timing after one that
-    disagreed keeps its fastest process too. One after an agreeing timing does not."""
+def test_a_size_that_disagreed_is_treated_so_for_the_memorys_timings(fresh_cache, monkeypatch):
+    """Three processes that agree may all have drawn one mode: after a timing whose processes
+    disagreed, the next DISAGREEMENT_MEMORY timings keep their fastest process too, and the one
+    after them, agreeing still, keeps the middle one again. A new disagreement starts it over."""
     task, size = get_task("dot"), {"N": 1}
-    for before, expected in ((1.5, True), (1.02, False)):
-        _plant_baseline(task, size, _timed(0.1, spread=before))
-        given = iter([_timed(m) for m in (0.104, 0.100, 0.102)])  # these three agree
+    _plant_baseline(task, size, _timed(0.1, spread=1.5))  # (as a timing before this field)
+    agreeing = (0.104, 0.100, 0.102)
+
+    def retime(medians):
+        given = iter([_timed(m) for m in medians])
         monkeypatch.setattr(ev, "evaluate", lambda *a, **k: next(given))
-        base = ev.retime_baseline(task, size, CONFIG)
-        assert base.timing.processes_disagree is expected, before
-        assert base.timing.median == (0.100 if expected else 0.102)
+        return ev.retime_baseline(task, size, CONFIG)
+
+    kept = [retime(agreeing) for _ in range(ev.DISAGREEMENT_MEMORY + 1)]
+    assert [b.timing.timings_since_disagreement for b in kept] == \
+        list(range(1, ev.DISAGREEMENT_MEMORY + 1)) + [None]
+    assert [b.timing.median for b in kept] == [0.100] * ev.DISAGREEMENT_MEMORY + [0.102]
+    assert not kept[-1].timing.processes_disagree and not retime(agreeing).timing.processes_disagree
+    again = retime((0.10, 0.13, 0.101))
+    assert again.timing.timings_since_disagreement == 0 and again.timing.median == 0.10
+    assert retime(agreeing).timing.timings_since_disagreement == 1
+    # an agreeing size stays agreeing
+    _plant_baseline(task, size, _timed(0.1, spread=1.02))
+    assert retime(agreeing).timing.timings_since_disagreement is None
 
 
 def test_a_candidate_is_timed_in_as_many_processes_where_the_baseline_disagreed(fresh_cache):

@@ -182,9 +182,13 @@ BASELINE_MAX_AGE = 300.0
 # the baseline keeps its fastest process, and the candidate is timed in as many processes and
 # keeps its fastest (evaluate.measure): the fast mode on both sides unless every process of one
 # side drew the slow one. The line is the A/A test's line of "faster" (benchmarks/naive_aa.py).
-# A size whose last timing disagreed is treated so for one more timing: three processes that
-# agree may all have drawn the same mode.
+# A size whose processes disagreed is treated so for DISAGREEMENT_MEMORY more timings (15
+# minutes at BASELINE_MAX_AGE): three processes that agree may all have drawn one mode, which
+# happens at trsm's size one timing in three (all fast or all slow). In the A/A test after the
+# change the baseline's three processes agreed in the fast mode, and 4 of 6 copies, each one
+# process, drew the slow one (0.6x at that size: the safe side of the error, but an error).
 PROCESS_SPREAD_LINE = 1.10
+DISAGREEMENT_MEMORY = 3
 
 
 def process_spread(medians: list[float] | None) -> float:
@@ -214,11 +218,12 @@ def baseline(task: Task, size: dict[str, int], config: EvalConfig) -> Outcome:
 
 
 def _timed_in_processes(task: Task, size: dict[str, int], cfg: EvalConfig,
-                        disagreed_before: bool = False) -> Outcome:
+                        since_before: int | None = None) -> Outcome:
     """The baseline timed in BASELINE_PROCESSES processes (uncached); the run with the median
-    time, or where the processes disagree (PROCESS_SPREAD_LINE; or did at the last timing,
-    `disagreed_before`) the fastest; its `timing.process_medians` all of them. A run that is
-    not OK ends it: that verdict is the answer (the caller judges it again)."""
+    time, or where the processes disagree (PROCESS_SPREAD_LINE; or did within the last
+    DISAGREEMENT_MEMORY timings: `since_before`, how many timings before the last one they
+    did, None for not within it) the fastest; its `timing.process_medians` all of them. A run
+    that is not OK ends it: that verdict is the answer (the caller judges it again)."""
     text = task.baseline.read_text()
     runs = []
     for _ in range(BASELINE_PROCESSES):
@@ -228,10 +233,13 @@ def _timed_in_processes(task: Task, size: dict[str, int], cfg: EvalConfig,
         runs.append(run)
     runs.sort(key=lambda o: o.timing.median)
     medians = [o.timing.median for o in runs]
-    disagree = disagreed_before or process_spread(medians) > PROCESS_SPREAD_LINE
-    kept = runs[0] if disagree else runs[len(runs) // 2]
+    since = 0 if process_spread(medians) > PROCESS_SPREAD_LINE else \
+        since_before + 1 if since_before is not None and since_before < DISAGREEMENT_MEMORY \
+        else None
+    kept = runs[0] if since is not None else runs[len(runs) // 2]
     kept.timing.process_medians = medians
-    kept.timing.processes_disagree = disagree
+    kept.timing.processes_disagree = since is not None
+    kept.timing.timings_since_disagreement = since
     # the figure is no better than the worst of the runs it was chosen among
     kept.disturbed = next((o.disturbed for o in runs if o.disturbed), None)
     if kept.message:  # (what it now says of its processes, and of a disturbed one)
@@ -270,7 +278,7 @@ def _one_at_a_time(key: tuple) -> Iterator[None]:
 def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
                     keep_disturbed: bool = False) -> Outcome:
     """The task's baseline timed afresh (in BASELINE_PROCESSES processes, _timed_in_processes,
-    told whether the cached timing's processes disagreed); with the cache on, a
+    told when the cached timings' processes last disagreed); with the cache on, a
     good result replaces the cached one, unless the host disturbed its timing and
     `keep_disturbed` is off (an experiment re-times its baselines on a quiet machine before it
     judges, so that a baseline timed under load does not move its line of "faster"; a retry
@@ -278,9 +286,11 @@ def retime_baseline(task: Task, size: dict[str, int], config: EvalConfig,
     cfg = _baseline_config(config)
     before = outcome_cache().get(_baseline_cache_key(task, size, cfg)) if cfg.use_cache \
         else None  # (of any age)
-    disagreed = before is not None and before.timing is not None and \
-        process_spread(before.timing.process_medians) > PROCESS_SPREAD_LINE
-    base = _timed_in_processes(task, size, cfg, disagreed)
+    since_before = None
+    if before is not None and before.timing is not None:
+        since_before = 0 if process_spread(before.timing.process_medians) > \
+            PROCESS_SPREAD_LINE else before.timing.timings_since_disagreement
+    base = _timed_in_processes(task, size, cfg, since_before)
     if base.ok and (keep_disturbed or not base.disturbed) and cfg.use_cache:
         outcome_cache().put(_baseline_cache_key(task, size, cfg), base)
     return base

@@ -49,10 +49,12 @@ class Timing:
     # (evaluate.BASELINE_PROCESSES), a candidate's where its baseline's processes disagreed;
     # None for a candidate timed in one process
     process_medians: list[float] | None = None
-    # a baseline's: its processes disagreed (or the last timing's did) by more than
-    # evaluate.PROCESS_SPREAD_LINE; then it keeps its fastest process, and a candidate at its
-    # size is timed in as many processes and keeps its fastest too
+    # a baseline's: its processes disagreed by more than evaluate.PROCESS_SPREAD_LINE, or the
+    # size's did within evaluate.DISAGREEMENT_MEMORY timings before; then it keeps its fastest
+    # process, and a candidate at its size is timed in as many processes and keeps its fastest
     processes_disagree: bool = False
+    # ... how many timings ago they last did (0: this one), None when not within that memory
+    timings_since_disagreement: int | None = None
 
     @classmethod
     def from_samples(cls, samples: list[float], warmups: int, precision: float) -> "Timing":
