@@ -186,7 +186,8 @@ BASELINE_MAX_AGE = 300.0
 # minutes at BASELINE_MAX_AGE): three processes that agree may all have drawn one mode, which
 # happens at trsm's size one timing in three (all fast or all slow). In the A/A test after the
 # change the baseline's three processes agreed in the fast mode, and 4 of 6 copies, each one
-# process, drew the slow one (0.6x at that size: the safe side of the error, but an error).
+# process, drew the slow one (0.6x at that size: the safe side of the error, but an error; it
+# was the size's first timing under the changed evaluator, whose cache keys are new).
 PROCESS_SPREAD_LINE = 1.10
 DISAGREEMENT_MEMORY = 3
 
