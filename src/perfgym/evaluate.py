@@ -234,9 +234,12 @@ def _timed_in_processes(task: Task, size: dict[str, int], cfg: EvalConfig,
         runs.append(run)
     runs.sort(key=lambda o: o.timing.median)
     medians = [o.timing.median for o in runs]
-    since = 0 if process_spread(medians) > PROCESS_SPREAD_LINE else \
-        since_before + 1 if since_before is not None and since_before < DISAGREEMENT_MEMORY \
-        else None
+    if process_spread(medians) > PROCESS_SPREAD_LINE:
+        since = 0
+    elif since_before is not None and since_before < DISAGREEMENT_MEMORY:
+        since = since_before + 1
+    else:
+        since = None
     kept = runs[0] if since is not None else runs[len(runs) // 2]
     kept.timing.process_medians = medians
     kept.timing.processes_disagree = since is not None
