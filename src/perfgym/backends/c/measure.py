@@ -64,9 +64,7 @@ def measure(p: Prepared, outcome) -> Outcome:
     runs = []
     for n in range(max(1, p.processes)):
         if n:  # the last process's files: none may pass for this one's
-            for stale in ["result.txt", *(f.name for f in p.workdir.glob("out[12]_*.bin")),
-                          *(f.name for f in p.workdir.glob("snap_*.bin"))]:
-                (p.workdir / stale).unlink(missing_ok=True)
+            _forget_run(p.workdir)
         run = _measure_once(p, outcome)
         if run.status is not Status.OK or run.timing is None:
             return run
@@ -79,6 +77,13 @@ def measure(p: Prepared, outcome) -> Outcome:
     # the figure is no better than the worst of the runs it was chosen among
     kept.disturbed = next((o.disturbed for o in runs if o.disturbed), None)
     return kept
+
+
+def _forget_run(workdir: Path) -> None:
+    """Remove what a harness run wrote (its report, outputs and snapshots) from `workdir`."""
+    for stale in ["result.txt", *(f.name for f in workdir.glob("out[12]_*.bin")),
+                  *(f.name for f in workdir.glob("snap_*.bin"))]:
+        (workdir / stale).unlink(missing_ok=True)
 
 
 def _measure_once(p: Prepared, outcome) -> Outcome:
@@ -204,9 +209,7 @@ def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
     threads = _threads(p)
     for attempt in range(1, DISTURBED_REPEATS + 2):
         if attempt > 1:  # the last run's files: none may pass for this run's
-            for stale in ["result.txt", *(f.name for f in p.workdir.glob("out[12]_*.bin")),
-                          *(f.name for f in p.workdir.glob("snap_*.bin"))]:
-                (p.workdir / stale).unlink(missing_ok=True)
+            _forget_run(p.workdir)
         with LANE.exclusive():  # nothing else of ours runs while a kernel is timed
             before = neighbours.snapshot()
             if attempt == 1 and prestarted is not None and prestarted.go():
