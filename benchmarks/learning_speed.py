@@ -4,7 +4,7 @@ speed add to it? An experiment designed before it runs (issue 52).
 
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
-        [--keep benchmarks/results/learning_speed_run]
+        [--rewrite-form printed|edit] [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only]
 
 The experiment takes longer than a session (180 minutes), and a later session may get a new
@@ -51,7 +51,8 @@ timing is only comparable with timings from the same kind):
    a task) as opened answers, judged again at the train sizes and kept when faster; and per
    training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
    with --rewrite-pairs N, up to N textbook rewrites of each naive kernel, made by rule
-   (`rewrite_pairs`), kept when faster, the fastest first;
+   (`rewrite_pairs`; --rewrite-form edit: only pragma lines added to the naive kernel's
+   text), kept when faster, the fastest first;
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -132,6 +133,7 @@ MIX_PER_TASK = 6
 # --rewrite-pairs N: up to N textbook rewrites of each training task's naive kernel, made by
 # rule (rewrite_pairs), kept when faster at the train sizes (0: none, as in the committed run)
 REWRITE_ORDER = ("sink_sum", "omp_outer", "omp_inner", "simd_inner")  # a textbook's order
+REWRITE_FORMS = ("printed", "edit")  # --rewrite-form: see rewrite_pairs
 TEACHER_PER_TASK = 4
 HELDOUT_SIZES_PER_CELL = 2
 GRPO_STEPS = 4
@@ -475,10 +477,13 @@ def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str,
     return found
 
 
-def rewrite_pairs(tasks=TRAIN_TASKS) -> list[tuple[str, str, str]]:
+def rewrite_pairs(tasks=TRAIN_TASKS, form: str = "printed") -> list[tuple[str, str, str]]:
     """(task, kernel, id): each task's naive kernel under every chain of perfgym's textbook
     rewrites (perfgym.search.rewrites) taken in REWRITE_ORDER, each step optional and applied
-    where it applies; distinct kernels only, the naive kernel itself never.
+    where it applies; distinct kernels only, the naive kernel itself never. `form` "printed":
+    the rewrites as the climb makes them (the kernel printed again, a threaded nest copied
+    under a work bound); "edit": only the pragma rewrites, each a line added to the naive
+    kernel's own text (`line_edit`: what the printed form's run taught a wrong index, below).
 
     Why: the student's wrong answers on the held-out tasks were rewrites far from the kernel it
     was shown (median similarity to it 0.45, difflib over the normalized code), its right ones
@@ -487,21 +492,27 @@ def rewrite_pairs(tasks=TRAIN_TASKS) -> list[tuple[str, str, str]]:
     two loops exchanged, which a loop nest the student has not seen also takes. Each is judged
     as a pair is (kept when faster at the train sizes)."""
     from perfgym.extract import normalize
-    from perfgym.search.rewrites import applicable
+    from perfgym.search.rewrites import LINE_EDITS, applicable, line_edit
     from perfgym.tasks import get_task
+    if form not in REWRITE_FORMS:
+        raise ValueError(f"rewrite form {form!r}: one of {', '.join(REWRITE_FORMS)}")
+    steps_of = REWRITE_ORDER if form == "printed" else \
+        tuple(s for s in REWRITE_ORDER if s in LINE_EDITS)
     found: list[tuple[str, str, str]] = []
     for name in tasks:
         task = get_task(name)
-        naive = task.baseline.read_text()
+        entry, naive = task.signature.name, task.baseline.read_text()
         chains = [((), naive)]
-        for step in REWRITE_ORDER:  # each chain, with and without this step
-            chains += [(steps + (step,), new) for steps, code in chains
-                       if (new := applicable(code, task.signature.name).get(step))]
+        for step in steps_of:  # each chain, with and without this step
+            made = ((steps, applicable(code, entry).get(step) if form == "printed"
+                     else line_edit(code, entry, step)) for steps, code in chains)
+            chains += [(steps + (step,), new) for steps, new in list(made) if new]
         seen = {normalize(naive)}
         for steps, code in chains[1:]:
             if normalize(code) not in seen:
                 seen.add(normalize(code))
-                found.append((name, code, f"{name}/rewrite:{'+'.join(steps)}"))
+                label = "rewrite" if form == "printed" else "edit"
+                found.append((name, code, f"{name}/{label}:{'+'.join(steps)}"))
     return found
 
 
@@ -576,7 +587,7 @@ def verified_records(todo: list[tuple[str, str, str, str]],
 
 
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
-              rewrites_per_task: int = 0) -> None:
+              rewrites_per_task: int = 0, rewrite_form: str = "printed") -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs) and the anti-forgetting mix, never a held-out task."""
     from perfgym.train.pairs import read_pairs
@@ -592,7 +603,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
         else:
             todo.append((p.task, joined, "pair", p.file_id))
     if rewrites_per_task > 0:
-        todo += [(task, joined, "rewrite", ident) for task, code, ident in rewrite_pairs()
+        todo += [(task, joined, "rewrite", ident)
+                 for task, code, ident in rewrite_pairs(form=rewrite_form)
                  if (joined := opened_answer(task, code)) is not None]
     pilot = json.loads((out / "pilot.json").read_text())
     mix = mix_from_pilot(pilot["records"])
@@ -610,6 +622,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
         raise RuntimeError(f"held-out tasks in the SFT data: {sorted(leaked)}")
     summary = data_summary(records, skipped)
     summary["rewrites_per_task"] = rewrites_per_task  # the cap (--rewrite-pairs)
+    summary["rewrite_form"] = rewrite_form
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -1120,6 +1133,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rewrite-pairs", type=int, default=0, metavar="N",
                     help="add up to N textbook rewrites of each training task's naive kernel "
                          "to the SFT data, each kept when faster (default 0: none)")
+    ap.add_argument("--rewrite-form", choices=REWRITE_FORMS, default="printed",
+                    help="printed: the climb's rewrites, the kernel printed again; edit: only "
+                         "the pragma lines added to the naive kernel's text")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1262,7 +1278,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     stage("pilot", out / "pilot.json", ["--pilot"])
     stage("data", out / "sft_data.jsonl",
           work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs],
-                                 args.rewrite_pairs))
+                                 args.rewrite_pairs, args.rewrite_form))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])

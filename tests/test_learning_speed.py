@@ -192,7 +192,7 @@ def test_rewrite_pairs_join_the_sft_data_judged_as_pairs_the_fastest_kept(tmp_pa
     fast_code = answer_start(dot).removeprefix("```c\n") + FAST_DOT
     slower = fast_code.replace("s0 + s1", "s1 + s0")
     not_faster = fast_code.replace("s0 + s1", "s1 + (s0)")
-    monkeypatch.setattr(ls, "rewrite_pairs", lambda: [
+    monkeypatch.setattr(ls, "rewrite_pairs", lambda form="printed": [
         ("dot", slower, "dot/rewrite:a"), ("dot", fast_code, "dot/rewrite:b"),
         ("dot", not_faster, "dot/rewrite:c")])
     pairs_file = tmp_path / "pairs.jsonl"
@@ -605,6 +605,29 @@ def test_rewrite_pairs_are_edits_of_the_naive_kernel_by_rule():
     assert "#pragma omp parallel for" in dict((i, c) for _, c, i in found)[
         "dgemm/rewrite:sink_sum+omp_outer"]
     assert ls.rewrite_pairs(["stencil3d"]) == []  # (no rule applies to its nest)
+
+
+def test_rewrite_pairs_in_edit_form_add_pragma_lines_to_the_naive_text_and_nothing_else():
+    """--rewrite-form edit: each kernel is the naive kernel's own text with one or more
+    `#pragma omp` lines added (no line re-printed, no work bound copying the nest)."""
+    from perfgym.tasks import get_task
+    found = ls.rewrite_pairs(form="edit")
+    assert {t for t, _, _ in found} <= set(ls.TRAIN_TASKS) and len(found) > 10
+    for task, code, ident in found:
+        naive = get_task(task).baseline.read_text()
+        added = [ln for ln in code.splitlines() if ln.strip().startswith("#pragma omp")]
+        kept = [ln for ln in code.splitlines() if not ln.strip().startswith("#pragma omp")]
+        assert kept == naive.splitlines() and 1 <= len(added) <= 3, ident
+        assert ident.startswith(f"{task}/edit:") and "sink_sum" not in ident
+        assert "32768" not in code and code.count("for (") == naive.count("for (")
+    edits = {i: c for _, c, i in found}
+    assert "    #pragma omp parallel for reduction(+:sum)\n    for (int i = 0; i < N; i++)" \
+        in edits["dot/edit:omp_outer"]
+    with pytest.raises(ValueError, match="rewrite form"):
+        ls.rewrite_pairs(form="reprinted")
+    args = ls.parse_args(["--rewrite-pairs", "4", "--rewrite-form", "edit"])
+    assert (args.rewrite_pairs, args.rewrite_form) == (4, "edit")
+    assert ls.parse_args([]).rewrite_form == "printed"
 
 
 def test_best_rewrites_keeps_the_fastest_few_a_task_and_every_other_record():

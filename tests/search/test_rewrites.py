@@ -3,7 +3,8 @@ they refuse, and that what they make is right (compiled, checked and timed by th
 import pytest
 
 from perfgym import EvalConfig, evaluate, get_task
-from perfgym.search.rewrites import MIN_PARALLEL_WORK, UNREAD_TRIPS, applicable, rewrite
+from perfgym.search.rewrites import (LINE_EDITS, MIN_PARALLEL_WORK, UNREAD_TRIPS, applicable,
+                                     line_edit, rewrite)
 
 FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
 
@@ -191,3 +192,80 @@ int main(int argc, char **argv) {
                               env={"OMP_NUM_THREADS": "2", "OMP_DYNAMIC": "false"}).stdout
     assert run(7).split() == ["0", "1"]  # one thread, outside any parallel region
     assert run(4 * MIN_PARALLEL_WORK).split() == ["1", "0"]  # a team: thread 1 ran some
+
+
+C_TASKS = ["conv2d", "dgemm", "dgemv", "dot", "histogram", "jacobi2d", "pdist", "prefix_sum",
+           "sgemm", "spmv", "transpose", "trsm"]
+
+
+@pytest.mark.parametrize("name", C_TASKS)
+def test_a_line_edit_is_the_kernel_s_own_text_with_pragma_lines_added(name):
+    """line_edit: the rewrite's pragmas, each one line above its loop at the loop's indent;
+    every other line byte for byte as it was (comments too), and no work bound."""
+    _, code, entry = naive(name)
+    for rule in LINE_EDITS:
+        new = line_edit(code, entry, rule)
+        if new is None:
+            continue
+        lines = new.splitlines()
+        added = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("#pragma omp")]
+        assert [ln for i, ln in enumerate(lines) if i not in added] == code.splitlines()
+        for i in added:
+            loop = lines[i + 1]
+            assert loop.lstrip().startswith("for (")
+            assert lines[i][:len(lines[i]) - len(lines[i].lstrip())] == \
+                loop[:len(loop) - len(loop.lstrip())]
+        assert str(MIN_PARALLEL_WORK) not in new and new.endswith("\n") == code.endswith("\n")
+
+
+def test_line_edits_thread_what_the_rule_threads_and_nothing_it_refuses():
+    _, hist, entry = naive("histogram")
+    made = line_edit(hist, entry, "omp_outer")
+    assert made.count("#pragma omp parallel for") == 1  # the zeroing loop, not counts[...]++
+    assert "#pragma omp parallel for\n    for (int b = 0;" in made
+    _, dot, entry = naive("dot")
+    assert "#pragma omp parallel for reduction(+:sum)\n" in line_edit(dot, entry, "omp_outer")
+    _, jacobi, entry = naive("jacobi2d")
+    assert line_edit(jacobi, entry, "omp_outer") is None  # the time loop carries a dependence
+    assert line_edit(jacobi, entry, "omp_inner").count("#pragma omp parallel for") == 2
+    _, dgemm, entry = naive("dgemm")
+    assert line_edit(dgemm, entry, "sink_sum") is None  # not an edit of lines
+
+
+@pytest.mark.parametrize("code", [
+    # the loop does not start its line
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) x[i] = 1.0; }",
+    # a pragma line above the loop already: never a second one on it
+    "void f(double *x, int n) {\n  #pragma omp simd\n  for (int i = 0; i < n; i++)\n"
+    "    x[i] = 1.0;\n}\n",
+    # a comment before the loop on its line moves the loop's column
+    "void f(double *x, int n) {\n  /* a */ for (int i = 0; i < n; i++)\n    x[i] = 1.0;\n}\n",
+    # a line continued with a backslash: lines the parser numbers differently
+    "void f(double *x, int n) {\n  for (int i = 0; \\\n i < n; i++)\n    x[i] = 1.0;\n}\n",
+    # what the rule refuses and what the parser cannot read
+    "void f(double *x, int n) {\n  for (int i = 0; i < n; i++)\n    g(x, i);\n}\n",
+    "template <int N> void f(double *x) {\n  for (int i = 0; i < N; i++)\n    x[i] = N;\n}\n",
+])
+def test_a_line_edit_is_refused_where_its_line_is_not_clear(code):
+    assert line_edit(code, "f", "omp_outer") is None
+
+
+def test_a_line_edit_keeps_comments_tabs_and_the_lines_between():
+    code = ("// a kernel\nvoid f(double *x, int n) {\n\t/* zero it\n\t   all */\n"
+            "\tfor (int i = 0; i < n; i++)\n\t\tx[i] = 0.0;\n}")
+    made = line_edit(code, "f", "omp_outer")
+    assert made == code.replace("\tfor (", "\t#pragma omp parallel for\n\tfor (")
+    assert line_edit(made, "f", "omp_outer") is None  # threads already
+
+
+@pytest.mark.parametrize("name", ["dgemv", "jacobi2d"])
+def test_line_edits_of_a_naive_kernel_compile_and_are_right(name):
+    """Judged like any answer, at the smallest train size (the verdict, not the speed)."""
+    import math
+    task, code, entry = naive(name)
+    size = min(task.sizes("train"), key=lambda s: math.prod(s.values()))
+    made = {rule: new for rule in LINE_EDITS if (new := line_edit(code, entry, rule))}
+    assert len(made) >= 2
+    for rule, new in made.items():
+        o = evaluate(task, f"```c\n{new}```", size, FAST)
+        assert o.ok, (rule, o.message)

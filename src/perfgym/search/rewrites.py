@@ -92,6 +92,61 @@ def applicable(code: str, entry_name: str) -> dict[str, str]:
     return out
 
 
+# The rewrites that only add a pragma above a loop, which `line_edit` writes into a kernel's text
+LINE_EDITS = ("omp_outer", "omp_inner", "simd_inner")
+_PREPROCESSOR = ("#include", "#define", "#if", "#endif", "#else", "#undef")
+
+
+def line_edit(code: str, entry_name: str, name: str) -> str | None:
+    """`code` with the pragmas of the rewrite `name` (one of LINE_EDITS), each written as one
+    line above its loop in `code`'s own text, and nothing else changed: no line re-printed and
+    no work bound (one copy of each nest, threaded at every size). None where the rewrite does
+    not apply, or a loop it threads does not start its line or has a pragma line above it.
+
+    Why: `rewrite` prints the whole kernel again (its parentheses, braces and casts) and copies
+    a threaded nest under a work bound. Trained on such pairs, a 135M student wrote an unseen
+    stencil in that shape and got its index wrong in 9 answers of 9, and most ran out of tokens
+    in the nest's second copy (docs/training/learning-speed.md). This form is the edit itself."""
+    if name not in LINE_EDITS or len(code) > MAX_CODE_CHARS or "\\\n" in code:
+        return None
+    from pycparser import c_parser
+    from pycparser.c_parser import ParseError
+
+    from ..extract import strip_comments
+    lines = code.splitlines()
+    # comments blanked and preprocessor lines emptied, never removed: line numbers are kept
+    text = "\n".join("" if ln.strip().startswith(_PREPROCESSOR) else ln
+                      for ln in strip_comments(code).splitlines())
+    if re.search(r"\b(template|class|namespace|__attribute__|__restrict__|asm)\b", text):
+        return None
+    try:  # _TYPEDEFS is one line: the code's line n is the parse's line n + 1
+        ast = c_parser.CParser().parse(_TYPEDEFS + text)
+    except (ParseError, AssertionError, IndexError, TypeError, AttributeError, RecursionError):
+        return None
+    funcs = [n for n in ast.ext if _kind(n) == "FuncDef" and n.decl.name == entry_name]
+    if len(funcs) != 1 or not REWRITES[name](funcs[0]):
+        return None
+    added: dict[int, tuple[int, str]] = {}  # line of the loop -> (its column, the pragma)
+    for node in _walk_all(funcs[0]):
+        items = node.block_items if _kind(node) == "Compound" else None
+        for before, loop in zip(items or [], (items or [])[1:]):
+            if _kind(before) == "Pragma" and before.coord is None and _kind(loop) == "For":
+                line = loop.coord.line - 1
+                # the threaded copy's pragma, not the serial copy's `omp simd`
+                if line not in added or "parallel" in before.string:
+                    added[line] = (loop.coord.column, before.string)
+    if not added:
+        return None
+    for line, (column, pragma) in sorted(added.items(), reverse=True):
+        at = lines[line - 1]
+        indent = at[:len(at) - len(at.lstrip())]
+        pragma_above = line > 1 and lines[line - 2].strip().startswith("#pragma")
+        if len(indent) != column - 1 or pragma_above:
+            return None
+        lines.insert(line - 1, f"{indent}#pragma {pragma}")
+    return "\n".join(lines) + ("\n" if code.endswith("\n") else "")
+
+
 def _parse(code: str):
     from pycparser import c_parser
     from pycparser.c_parser import ParseError
