@@ -155,8 +155,7 @@ def _parse(code: str):
     text = strip_comments(code)
     includes = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("#include")]
     body = "\n".join(ln for ln in text.splitlines()
-                     if not ln.strip().startswith(("#include", "#define", "#if", "#endif",
-                                                   "#else", "#undef")))
+                     if not ln.strip().startswith(_PREPROCESSOR))
     if re.search(r"\b(template|class|namespace|__attribute__|__restrict__|asm)\b", body):
         return None
     try:
