@@ -4,7 +4,7 @@ speed add to it? An experiment designed before it runs (issue 52).
 
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
-        [--rewrite-form printed|edit] [--keep benchmarks/results/learning_speed_run]
+        [--rewrite-form printed|edit|edit-if] [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only]
 
 The experiment takes longer than a session (180 minutes), and a later session may get a new
@@ -51,8 +51,8 @@ timing is only comparable with timings from the same kind):
    a task) as opened answers, judged again at the train sizes and kept when faster; and per
    training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
    with --rewrite-pairs N, up to N textbook rewrites of each naive kernel, made by rule
-   (`rewrite_pairs`; --rewrite-form edit: only pragma lines added to the naive kernel's
-   text), kept when faster, the fastest first;
+   (`rewrite_pairs`; --rewrite-form edit or edit-if: only pragma lines added to the naive
+   kernel's text), kept when faster, the fastest first;
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -133,7 +133,7 @@ MIX_PER_TASK = 6
 # --rewrite-pairs N: up to N textbook rewrites of each training task's naive kernel, made by
 # rule (rewrite_pairs), kept when faster at the train sizes (0: none, as in the committed run)
 REWRITE_ORDER = ("sink_sum", "omp_outer", "omp_inner", "simd_inner")  # a textbook's order
-REWRITE_FORMS = ("printed", "edit")  # --rewrite-form: see rewrite_pairs
+REWRITE_FORMS = ("printed", "edit", "edit-if")  # --rewrite-form: see rewrite_pairs
 TEACHER_PER_TASK = 4
 HELDOUT_SIZES_PER_CELL = 2
 GRPO_STEPS = 4
@@ -483,7 +483,8 @@ def rewrite_pairs(tasks=TRAIN_TASKS, form: str = "printed") -> list[tuple[str, s
     where it applies; distinct kernels only, the naive kernel itself never. `form` "printed":
     the rewrites as the climb makes them (the kernel printed again, a threaded nest copied
     under a work bound); "edit": only the pragma rewrites, each a line added to the naive
-    kernel's own text (`line_edit`: what the printed form's run taught a wrong index, below).
+    kernel's own text (`line_edit`: what the printed form's run taught a wrong index, below);
+    "edit-if": the same lines, each thread pragma with the work bound as its `if` clause.
 
     Why: the student's wrong answers on the held-out tasks were rewrites far from the kernel it
     was shown (median similarity to it 0.45, difflib over the normalized code), its right ones
@@ -505,13 +506,14 @@ def rewrite_pairs(tasks=TRAIN_TASKS, form: str = "printed") -> list[tuple[str, s
         chains = [((), naive)]
         for step in steps_of:  # each chain, with and without this step
             made = ((steps, applicable(code, entry).get(step) if form == "printed"
-                     else line_edit(code, entry, step)) for steps, code in chains)
+                     else line_edit(code, entry, step, bound=form == "edit-if"))
+                    for steps, code in chains)
             chains += [(steps + (step,), new) for steps, new in list(made) if new]
         seen = {normalize(naive)}
         for steps, code in chains[1:]:
             if normalize(code) not in seen:
                 seen.add(normalize(code))
-                label = "rewrite" if form == "printed" else "edit"
+                label = "rewrite" if form == "printed" else form
                 found.append((name, code, f"{name}/{label}:{'+'.join(steps)}"))
     return found
 
@@ -1135,7 +1137,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "to the SFT data, each kept when faster (default 0: none)")
     ap.add_argument("--rewrite-form", choices=REWRITE_FORMS, default="printed",
                     help="printed: the climb's rewrites, the kernel printed again; edit: only "
-                         "the pragma lines added to the naive kernel's text")
+                         "the pragma lines added to the naive kernel's text; edit-if: those "
+                         "lines with the work bound as the thread pragma's if clause")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)

@@ -623,6 +623,11 @@ def test_rewrite_pairs_in_edit_form_add_pragma_lines_to_the_naive_text_and_nothi
     edits = {i: c for _, c, i in found}
     assert "    #pragma omp parallel for reduction(+:sum)\n    for (int i = 0; i < N; i++)" \
         in edits["dot/edit:omp_outer"]
+    bounded = {i: c for _, c, i in ls.rewrite_pairs(["dot", "jacobi2d"], form="edit-if")}
+    assert "#pragma omp parallel for reduction(+:sum) if((long)(N) > 32768)\n" \
+        in bounded["dot/edit-if:omp_outer"]
+    assert "#pragma omp simd reduction(+:sum)\n" in bounded["dot/edit-if:simd_inner"]
+    assert bounded["jacobi2d/edit-if:omp_inner"].count(" if((long)(N - 1 - 1) * (M - 1 - 1)") == 2
     with pytest.raises(ValueError, match="rewrite form"):
         ls.rewrite_pairs(form="reprinted")
     args = ls.parse_args(["--rewrite-pairs", "4", "--rewrite-form", "edit"])

@@ -248,6 +248,7 @@ def test_line_edits_thread_what_the_rule_threads_and_nothing_it_refuses():
 ])
 def test_a_line_edit_is_refused_where_its_line_is_not_clear(code):
     assert line_edit(code, "f", "omp_outer") is None
+    assert line_edit(code, "f", "omp_outer", bound=True) is None
 
 
 def test_a_line_edit_keeps_comments_tabs_and_the_lines_between():
@@ -265,7 +266,20 @@ def test_line_edits_of_a_naive_kernel_compile_and_are_right(name):
     task, code, entry = naive(name)
     size = min(task.sizes("train"), key=lambda s: math.prod(s.values()))
     made = {rule: new for rule in LINE_EDITS if (new := line_edit(code, entry, rule))}
-    assert len(made) >= 2
+    made["bounded"] = line_edit(code, entry, "omp_inner", bound=True)
+    assert len(made) >= 3
     for rule, new in made.items():
         o = evaluate(task, f"```c\n{new}```", size, FAST)
         assert o.ok, (rule, o.message)
+
+
+def test_a_bounded_line_edit_puts_the_work_bound_in_the_thread_pragma_s_if_clause():
+    _, dgemm, entry = naive("dgemm")
+    made = line_edit(dgemm, entry, "omp_outer", bound=True)
+    assert f"    #pragma omp parallel for if((long)(M) * (N) * (K) > {MIN_PARALLEL_WORK})\n" \
+        "    for (int i = 0;" in made
+    assert made.count("for (") == dgemm.count("for (")  # one copy of the nest
+    assert " if(" not in line_edit(dgemm, entry, "simd_inner", bound=True)
+    # a loop whose count has no plain form gets no bound to put there: threaded as it was
+    code = "void f(double *x, int n) {\n  for (int i = 0; i < n; i += 2)\n    x[i] = 0.0;\n}\n"
+    assert line_edit(code, "f", "omp_outer", bound=True) == line_edit(code, "f", "omp_outer")
