@@ -421,7 +421,7 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     chains, and a chain's arms share one machine."""
     ran = []
     monkeypatch.setattr(ls, "run_child", fake_children(tmp_path, ran, killed_at="--grpo 2"))
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites, form: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
     wall, rss = {}, {}
@@ -447,7 +447,7 @@ def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
     kept, first, second = tmp_path / "kept", tmp_path / "first", tmp_path / "second"
     ran = []
     monkeypatch.setattr(ls, "run_child", fake_children(first, ran, killed_at="--grpo 2"))
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites, form: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(first), "--seeds", "1,2,3"])
     with pytest.raises(SystemExit):
@@ -498,7 +498,7 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
         return 100.0
 
     monkeypatch.setattr(ls, "run_child", child)
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites, form: (
         (out / "sft_data.jsonl").write_text("{}\n")))
     amd = {"cpu": "AMD EPYC", "isa": ["avx2"], "cores": 2}
     monkeypatch.setattr(ls, "this_machine", lambda: amd)
