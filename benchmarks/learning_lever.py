@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from learning_speed import REPS, clustered_bootstrap
+from learning_speed import REPS, cells_of, clustered_bootstrap
 
 ARMS = ("control", "grpo")
 SPLITS = ("train", "heldout_sizes", "heldout_task")
@@ -28,25 +28,19 @@ MEASURES = {  # name -> a sample's value
 }
 
 
-def cells(rows: list[dict], arm: str, split: str, value) -> dict:
-    """(seed, task) -> the arm's values in that split."""
-    found: dict = {}
-    for r in rows:
-        if r["arm"] == arm and r["split"] == split:
-            found.setdefault((r["seed"], r["task"]), []).append(value(r))
-    return found
-
-
 def compare(before: list[dict], after: list[dict], reps: int = REPS) -> dict:
     """arm -> split -> measure -> {before, after, diff, diff_low, diff_high, cells}."""
     import numpy as np
 
     from perfgym.metrics import arm_mean
     out: dict = {}
+    # each measure as a field of every record, so learning_speed.cells_of reads it
+    before, after = ([{**r, **{n: v(r) for n, v in MEASURES.items()}} for r in rows]
+                     for rows in (before, after))
     for arm in ARMS:
         for split in SPLITS:
-            for name, value in MEASURES.items():
-                a, b = cells(before, arm, split, value), cells(after, arm, split, value)
+            for name in MEASURES:
+                a, b = cells_of(before, arm, split, name), cells_of(after, arm, split, name)
                 shared = set(a) & set(b)
                 if not shared:
                     continue
