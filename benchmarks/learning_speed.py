@@ -4,7 +4,7 @@ speed add to it? An experiment designed before it runs (issue 52).
 
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
-        [--rewrite-form printed|edit|edit-if] [--keep benchmarks/results/learning_speed_run]
+        [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only]
 
 The experiment takes longer than a session (180 minutes), and a later session may get a new
@@ -52,7 +52,8 @@ timing is only comparable with timings from the same kind):
    training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
    with --rewrite-pairs N, up to N textbook rewrites of each naive kernel, made by rule
    (`rewrite_pairs`; --rewrite-form edit or edit-if: only pragma lines added to the naive
-   kernel's text), kept when faster, the fastest first;
+   kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N of the
+   base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -449,6 +450,24 @@ def mix_from_pilot(records: list[dict]) -> dict[str, list[str]]:
     return mix
 
 
+def copies_from_pilot(records: list[dict], per_task: int) -> dict[str, list[str]]:
+    """--mix-copies N: per training task up to N of the base model's correct pilot answers
+    that ARE the naive kernel handed back, distinct as written (0: none, as mix_from_pilot).
+
+    Why a lever: the base model's right answers on dot and prefix_sum are copies, so the mix
+    above has nothing for them, and the edit-form student threads their loops (a race: dot
+    100% -> 67-70%, prefix_sum 100% -> 43-60% correct). A copy is the right answer where no
+    faster kernel is known (a scan); whether it keeps those tasks without teaching copies
+    elsewhere is what a run measures (the arms' `naive_copy` share)."""
+    copies: dict[str, list[str]] = {}
+    for r in records:
+        task, code = r["task"], r["code"]
+        if task in TRAIN_TASKS and r["status"] == "OK" and r["naive_copy"] \
+                and code not in copies.get(task, []) and len(copies.get(task, [])) < per_task:
+            copies.setdefault(task, []).append(code)
+    return copies
+
+
 def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str, str]]:
     """(task, kernel): the teacher's correct answers in search run stores, `need[task]` of each
     training task at most, distinct, none a copy of the naive kernel (judged again later)."""
@@ -589,9 +608,11 @@ def verified_records(todo: list[tuple[str, str, str, str]],
 
 
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
-              rewrites_per_task: int = 0, rewrite_form: str = "printed") -> None:
+              rewrites_per_task: int = 0, rewrite_form: str = "printed",
+              copies_per_task: int = 0) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
-    (rewrite_pairs) and the anti-forgetting mix, never a held-out task."""
+    (rewrite_pairs), the anti-forgetting mix and up to `copies_per_task` of the base model's
+    correct copies a task (copies_from_pilot), never a held-out task."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
@@ -613,6 +634,9 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     for task, codes in mix.items():
         todo += [(task, opened_answer(task, c), "mix_base", f"{task}/pilot#{i}")
                  for i, c in enumerate(codes) if opened_answer(task, c)]
+    for task, codes in copies_from_pilot(pilot["records"], copies_per_task).items():
+        todo += [(task, opened_answer(task, c), "mix_copy", f"{task}/pilot-copy#{i}")
+                 for i, c in enumerate(codes) if opened_answer(task, c)]
     need = {t: MIX_PER_TASK - len(mix.get(t, [])) for t in TRAIN_TASKS}
     for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
         if (joined := opened_answer(task, code)) is not None:
@@ -625,6 +649,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary = data_summary(records, skipped)
     summary["rewrites_per_task"] = rewrites_per_task  # the cap (--rewrite-pairs)
     summary["rewrite_form"] = rewrite_form
+    summary["copies_per_task"] = copies_per_task  # the cap (--mix-copies)
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -641,7 +666,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
 def data_summary(records: list[dict], skipped: dict) -> dict:
     """What the SFT data holds, per training task: pairs and mixed-in answers by source."""
     per_task = {t: {s: sum(r["task"] == t and r["source"] == s for r in records)
-                    for s in ("pair", "rewrite", "mix_base", "mix_teacher")}
+                    for s in ("pair", "rewrite", "mix_base", "mix_teacher", "mix_copy")}
                 for t in TRAIN_TASKS}
     return {"records": len(records), "pairs": sum(r["source"] == "pair" for r in records),
             "rewrite_pairs": sum(r["source"] == "rewrite" for r in records),
@@ -649,8 +674,8 @@ def data_summary(records: list[dict], skipped: dict) -> dict:
             "pairs_per_task": {t: c["pair"] for t, c in per_task.items() if c["pair"]},
             "rewrite_pairs_per_task": {t: c["rewrite"] for t, c in per_task.items()
                                        if c["rewrite"]},
-            "mix_per_task": {t: {"base": c["mix_base"], "teacher": c["mix_teacher"]}
-                             for t, c in per_task.items()},
+            "mix_per_task": {t: {"base": c["mix_base"], "teacher": c["mix_teacher"],
+                                 "copy": c["mix_copy"]} for t, c in per_task.items()},
             "skipped": skipped}
 
 
@@ -1139,6 +1164,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="printed: the climb's rewrites, the kernel printed again; edit: only "
                          "the pragma lines added to the naive kernel's text; edit-if: those "
                          "lines with the work bound as the thread pragma's if clause")
+    ap.add_argument("--mix-copies", type=int, default=0, metavar="N",
+                    help="add up to N of the base model's correct answers that are the naive "
+                         "kernel handed back, per training task, to the anti-forgetting mix "
+                         "(default 0: none)")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1168,6 +1197,8 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         return seeds  # a child of the run: the driver checked the rest
     if args.rewrite_pairs < 0:
         raise InputError("--rewrite-pairs is 0 or more")
+    if args.mix_copies < 0:
+        raise InputError("--mix-copies is 0 or more")
     if args.report_only:
         if not (out / "pilot.json").is_file() and not (keep_dir and
                                                        (keep_dir / "pilot.json").is_file()):
@@ -1281,7 +1312,9 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     stage("pilot", out / "pilot.json", ["--pilot"])
     stage("data", out / "sft_data.jsonl",
           work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs],
-                                 args.rewrite_pairs, args.rewrite_form))
+                                 rewrites_per_task=args.rewrite_pairs,
+                                 rewrite_form=args.rewrite_form,
+                                 copies_per_task=args.mix_copies))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])

@@ -177,7 +177,7 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     assert records[0]["prompt"][0]["content"] == "improve dot"
     assert records[0]["completion"][0]["content"].endswith("out[0] = s0 + s1;\n}\n```")
     data = json.loads((tmp_path / "data.json").read_text())
-    assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0}
+    assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0, "copy": 0}
     assert data["pairs_file"] == {"path": str(pairs_file), "pairs": 5, "sha256": hashlib.sha256(
         pairs_file.read_bytes()).hexdigest()}  # which teacher data the run used
     assert set(data["mix_per_task"]) == set(ls.TRAIN_TASKS)  # every training task, 0 or not
@@ -225,6 +225,40 @@ def test_the_mix_takes_correct_answers_at_about_naive_speed_but_no_copy():
                rec("dot", "WRONG_ANSWER", None, code="d"), rec("spmv", "OK", 0.95, code="e"),
                rec("histogram", "OK", 1.0, code="f")]
     assert ls.mix_from_pilot(records) == {"dot": ["a"], "spmv": ["e"]}
+
+
+def test_mix_copies_take_the_base_models_correct_copies_up_to_the_cap():
+    def rec(task, code, status="OK", copy=True):
+        return {"task": task, "status": status, "speedup": 1.0, "naive_copy": copy,
+                "code": code}
+    records = [rec("dot", "a"), rec("dot", "a"), rec("dot", "b"), rec("dot", "c"),
+               rec("dot", "d", copy=False), rec("prefix_sum", "e", status="WRONG_ANSWER"),
+               rec("prefix_sum", "f"), rec("histogram", "g")]  # held out: never
+    assert ls.copies_from_pilot(records, 2) == {"dot": ["a", "b"], "prefix_sum": ["f"]}
+    assert ls.copies_from_pilot(records, 0) == {}
+
+
+def test_mix_copies_join_the_sft_data_as_mix_copy(tmp_path, monkeypatch):
+    dot = get_task("dot")
+    naive = dot.baseline.read_text()
+    pairs_file = tmp_path / "pairs.jsonl"
+    fast_code = answer_start(dot).removeprefix("```c\n") + FAST_DOT
+    pairs_file.write_text(json.dumps(pair("dot", fast_code).__dict__) + "\n")
+    pilot = [{"task": "dot", "status": "OK", "speedup": 1.0, "naive_copy": True, "code": naive}]
+    (tmp_path / "pilot.json").write_text(json.dumps({"records": pilot}))
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
+    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
+        folded([1.0 if "s0" not in text else 2.0] * 3) for _, text in items])
+    ls.make_data(tmp_path, pairs_file, [], copies_per_task=1)
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in records] == ["pair", "mix_copy"]
+    data = json.loads((tmp_path / "data.json").read_text())
+    assert data["mix_per_task"]["dot"] == {"base": 0, "teacher": 0, "copy": 1}
+    assert data["copies_per_task"] == 1
+    ls.make_data(tmp_path, pairs_file, [])  # the default: none
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in records] == ["pair"]
 
 
 def test_pairs_are_capped_per_task_round_robin_over_runs(monkeypatch):
@@ -421,7 +455,7 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     chains, and a chain's arms share one machine."""
     ran = []
     monkeypatch.setattr(ls, "run_child", fake_children(tmp_path, ran, killed_at="--grpo 2"))
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites, form: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, **settings: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1,2"])
     wall, rss = {}, {}
@@ -447,7 +481,7 @@ def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
     kept, first, second = tmp_path / "kept", tmp_path / "first", tmp_path / "second"
     ran = []
     monkeypatch.setattr(ls, "run_child", fake_children(first, ran, killed_at="--grpo 2"))
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites, form: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, **settings: (
         ran.append("data"), (out / "sft_data.jsonl").write_text("{}\n")))
     args = ls.parse_args(["--out", str(first), "--seeds", "1,2,3"])
     with pytest.raises(SystemExit):
@@ -498,7 +532,7 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
         return 100.0
 
     monkeypatch.setattr(ls, "run_child", child)
-    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, rewrites, form: (
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, **settings: (
         (out / "sft_data.jsonl").write_text("{}\n")))
     amd = {"cpu": "AMD EPYC", "isa": ["avx2"], "cores": 2}
     monkeypatch.setattr(ls, "this_machine", lambda: amd)
