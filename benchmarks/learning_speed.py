@@ -452,7 +452,8 @@ def mix_from_pilot(records: list[dict]) -> dict[str, list[str]]:
 
 def copies_from_pilot(records: list[dict], per_task: int) -> dict[str, list[str]]:
     """--mix-copies N: per training task up to N of the base model's correct pilot answers
-    that ARE the naive kernel handed back, distinct as written (0: none, as mix_from_pilot).
+    that ARE the naive kernel handed back, as sampled: a copy the base model wrote twice is
+    there twice, since distinct texts would give dot two and prefix_sum one (0: none).
 
     Why a lever: the base model's right answers on dot and prefix_sum are copies, so the mix
     above has nothing for them, and the edit-form student threads their loops (a race: dot
@@ -463,7 +464,7 @@ def copies_from_pilot(records: list[dict], per_task: int) -> dict[str, list[str]
     for r in records:
         task, code = r["task"], r["code"]
         if task in TRAIN_TASKS and r["status"] == "OK" and r["naive_copy"] \
-                and code not in copies.get(task, []) and len(copies.get(task, [])) < per_task:
+                and len(copies.get(task, [])) < per_task:
             copies.setdefault(task, []).append(code)
     return copies
 

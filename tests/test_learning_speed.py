@@ -234,7 +234,8 @@ def test_mix_copies_take_the_base_models_correct_copies_up_to_the_cap():
     records = [rec("dot", "a"), rec("dot", "a"), rec("dot", "b"), rec("dot", "c"),
                rec("dot", "d", copy=False), rec("prefix_sum", "e", status="WRONG_ANSWER"),
                rec("prefix_sum", "f"), rec("histogram", "g")]  # held out: never
-    assert ls.copies_from_pilot(records, 2) == {"dot": ["a", "b"], "prefix_sum": ["f"]}
+    assert ls.copies_from_pilot(records, 2) == {"dot": ["a", "a"], "prefix_sum": ["f"]}
+    assert ls.copies_from_pilot(records, 9)["dot"] == ["a", "a", "b", "c"]
     assert ls.copies_from_pilot(records, 0) == {}
 
 
