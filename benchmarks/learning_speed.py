@@ -4,7 +4,8 @@ speed add to it? An experiment designed before it runs (issue 52).
 
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
-        [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--keep benchmarks/results/learning_speed_run]
+        [--rewrite-form printed|edit|edit-if] [--mix-copies N]
+        [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only]
 
 The experiment takes longer than a session (180 minutes), and a later session may get a new
