@@ -633,12 +633,11 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
                  if (joined := opened_answer(task, code)) is not None]
     pilot = json.loads((out / "pilot.json").read_text())
     mix = mix_from_pilot(pilot["records"])
-    for task, codes in mix.items():
-        todo += [(task, opened_answer(task, c), "mix_base", f"{task}/pilot#{i}")
-                 for i, c in enumerate(codes) if opened_answer(task, c)]
-    for task, codes in copies_from_pilot(pilot["records"], copies_per_task).items():
-        todo += [(task, opened_answer(task, c), "mix_copy", f"{task}/pilot-copy#{i}")
-                 for i, c in enumerate(codes) if opened_answer(task, c)]
+    copies = copies_from_pilot(pilot["records"], copies_per_task)
+    for source, name, by_task in (("mix_base", "pilot", mix), ("mix_copy", "pilot-copy", copies)):
+        todo += [(task, joined, source, f"{task}/{name}#{i}")
+                 for task, codes in by_task.items() for i, c in enumerate(codes)
+                 if (joined := opened_answer(task, c)) is not None]
     need = {t: MIX_PER_TASK - len(mix.get(t, [])) for t in TRAIN_TASKS}
     for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
         if (joined := opened_answer(task, code)) is not None:
