@@ -6,7 +6,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N]
         [--keep benchmarks/results/learning_speed_run]
-        [--json benchmarks/results/learning_speed.json] [--report-only]
+        [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
 The experiment takes longer than a session (180 minutes), and a later session may get a new
 machine without the run directory. After every stage the run's small files (pilot, SFT data,
@@ -59,7 +59,11 @@ timing is only comparable with timings from the same kind):
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
    GRPO's eval; 5. the teacher's eval;
-6. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
+6. confirm: every distinct kernel an evaluation counted faster timed again beside the naive
+   kernel in interleaved rounds at every size of its split, and "faster" kept only where the
+   rounds agree (learning_confirm: one draw of the baseline's time once made a near-copy
+   1.33x). `--confirm-only` runs this stage alone on a run that predates it;
+7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
    the base model's, `forgetting`, peak RSS per arm, `faster_examples` (per task, the faster
    kernel the student wrote most often; `examples.md` for the docs page) and the goal check
    (PASS/FAIL a line).
@@ -101,6 +105,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 import learning  # noqa: E402  (the learning experiment's sampler, base settings)
+import learning_confirm  # noqa: E402  ("faster" timed again beside the naive kernel)
 
 # The built-in CPU tasks but the held-out ones.
 TRAIN_TASKS = ("dgemm", "sgemm", "dgemv", "spmv", "dot", "transpose", "prefix_sum", "pdist",
@@ -1058,9 +1063,25 @@ def task_table(correct: dict, faster: dict) -> str:
     return "\n".join(lines)
 
 
+def confirmations(out: Path) -> dict | None:
+    """The confirm stage's file (learning_confirm), None for a run that has none."""
+    path = out / "confirm.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_confirm(out: Path, plan: dict) -> None:
+    """Every kernel an evaluation counted faster timed again beside the naive kernel, in
+    interleaved rounds at every size of its split (learning_confirm), with the measure's
+    settings and each task's own timeout."""
+    timeouts = plan.get("measure_timeouts", {})
+    learning_confirm.confirm(per_sample(out), out / "confirm.json",
+                             lambda name: eval_config(measure=True, timeout=timeouts.get(name)),
+                             log)
+
+
 def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
               reps: int = REPS) -> dict:
-    rows = per_sample(out)
+    rows = learning_confirm.apply(per_sample(out), confirmations(out))
     ci = ci_clustered(rows, reps)
     correct = correctness(rows)
     changed = correctness(rows, changed_only=True)
@@ -1071,9 +1092,12 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
         "measure": "share of samples faster than the naive kernel: correct at every size of "
                    "the split, the geometric mean of the speedups over the sizes >= 1.1, faster "
                    "by the evaluator's bound where it gives one, not the naive kernel handed "
-                   "back; secondary: mean ln(speedup), failures at ln(0.1); mean over tasks of "
+                   "back, and confirmed so by interleaved rounds beside the naive kernel at "
+                   "every size (learning_confirm); secondary: mean ln(speedup), failures at ln(0.1); mean over tasks of "
                    "the mean over seeds; 95% bootstrap clustered by task and by seed",
         "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
+        "confirmation": {"done": confirmations(out) is not None,
+                         "by_split": learning_confirm.summary(rows)},
         "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
         "correctness_changed": changed, "forgetting": forgot, "faster_examples": faster_examples(rows),
         "faster_by_task": {arm: {**faster_by_task(rows, arm),
@@ -1118,6 +1142,9 @@ def report(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
     if json_path is not None:
         write_json(json_path, result)
     goal = [f"{'PASS' if g['passed'] else 'FAIL'}  {g['line']}" for g in result["goal"]]
+    if not result["confirmation"]["done"]:
+        text += ("\n\nWARNING: no confirm.json: \"faster\" is the evaluations' own verdict, "
+                 "not timed again beside the naive kernel (run with --confirm-only)")
     if result["machines"]["kinds"] > 1:
         text += (f"\n\nWARNING: the stages ran on {result['machines']['kinds']} CPU kinds "
                  "(machines.json); timings across kinds are not comparable")
@@ -1173,6 +1200,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--confirm-only", action="store_true", help="run no stage but the "
+                    "confirmation of the faster answers (a run reported before it existed), "
+                    "then report")
     ap.add_argument("--keep", default=str(KEEP_DIR), help="where the run's small files are "
                     "kept after each stage and restored from on a new machine ('' for "
                     "nowhere); commit it to go on in a later session")
@@ -1181,7 +1211,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grpo", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--eval", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)
     ap.add_argument("--baselines", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--confirm", action="store_true", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
+
+
+def is_child(args: argparse.Namespace) -> bool:
+    """One stage, run by the driver in a child process."""
+    return bool(args.pilot or args.sft is not None or args.grpo is not None or args.eval
+                or args.baselines or args.confirm)
 
 
 def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = None) -> list[int]:
@@ -1193,14 +1230,13 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
-    if args.pilot or args.sft is not None or args.grpo is not None or args.eval \
-            or args.baselines:
+    if is_child(args):
         return seeds  # a child of the run: the driver checked the rest
     if args.rewrite_pairs < 0:
         raise InputError("--rewrite-pairs is 0 or more")
     if args.mix_copies < 0:
         raise InputError("--mix-copies is 0 or more")
-    if args.report_only:
+    if args.report_only or args.confirm_only:
         if not (out / "pilot.json").is_file() and not (keep_dir and
                                                        (keep_dir / "pilot.json").is_file()):
             raise InputError(f"nothing to report in {out}: no pilot.json")
@@ -1232,7 +1268,7 @@ def this_machine() -> dict:
 # data, each evaluation's records and the stage records. Adapters and merged models are not
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
-        "machines.json")
+        "machines.json", "confirm.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1289,8 +1325,8 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
             "--steps", str(args.steps)]
 
-    def stage(name: str, done: Path, flags: list[str] | None = None, work=None) -> None:
-        if done.exists():
+    def stage(name: str, done: Path | bool, flags: list[str] | None = None, work=None) -> None:
+        if done is True or (isinstance(done, Path) and done.exists()):
             return
         log(name)
         started = time.monotonic()
@@ -1310,6 +1346,18 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
         stage(f"eval_{arm}_seed{s}", out / "eval" / f"{arm}_seed{s}.json",
               ["--eval", arm, str(s)])
 
+    if not args.confirm_only:
+        chains(args, out, seeds, stage, evaluation, keep_dir)
+    # last, beside nothing else: every faster answer timed again with the naive kernel; done
+    # when none is left (a seed evaluated later brings new ones)
+    stage("confirm", not learning_confirm.pending(per_sample(out), confirmations(out) or {}),
+          ["--confirm"])
+
+
+def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluation,
+           keep_dir: Path | None) -> None:
+    """The stages before the confirmation: pilot, data, baselines, each seed's chain and the
+    teacher's evaluation."""
     stage("pilot", out / "pilot.json", ["--pilot"])
     stage("data", out / "sft_data.jsonl",
           work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs],
@@ -1339,8 +1387,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     out = Path(args.out).resolve()
-    child = bool(args.pilot or args.sft is not None or args.grpo is not None or args.eval
-                 or args.baselines)
+    child = is_child(args)
     keep_dir = Path(args.keep).resolve() if args.keep and not child else None
     keep_dir = None if keep_dir == out else keep_dir
     try:
@@ -1356,6 +1403,8 @@ def main(argv: list[str] | None = None) -> None:
         return run_grpo(out, args.grpo, args.steps)
     if args.baselines:
         return run_baselines(out, json.loads((out / "pilot.json").read_text()))
+    if args.confirm:
+        return run_confirm(out, json.loads((out / "pilot.json").read_text()))
     if args.eval:
         return run_eval(out, args.eval[0], int(args.eval[1]),
                         json.loads((out / "pilot.json").read_text()))

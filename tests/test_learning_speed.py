@@ -408,6 +408,7 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--seeds", "1,2,3,4,5,6"], "do not fit in 4 hours"),
     (["--pairs", "/nonexistent/pairs.jsonl"], "no pairs at /nonexistent/pairs.jsonl"),
     (["--report-only"], "nothing to report"),
+    (["--confirm-only"], "nothing to report"),
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
     (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
@@ -553,6 +554,68 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
     assert machines["by_stage"]["pilot"]["cpu"] == "AMD EPYC"
     text = ls.report(tmp_path, [1], {"per_cell": 4}, {}, {}, None, reps=5)
     assert "2 CPU kinds" in text
+
+
+def test_the_confirm_stage_runs_last_while_faster_answers_wait_and_the_report_applies_it(
+        tmp_path, monkeypatch):
+    """The confirmation (learning_confirm) runs after every evaluation, only while some
+    faster answer has none (a seed evaluated later brings new ones); --confirm-only runs it
+    alone; the report counts faster only what it confirmed."""
+    ran = []
+    made = fake_children(tmp_path, ran)
+    records = {"grpo": [{"arm": "grpo", "seed": 1, "split": "train", "task": "dot",
+                         "code": "fast", "faster": True, "status": "OK", "speedup": 1.5,
+                         "log_speedup": 0.4, "answer_sha256": "x"},
+                        {"arm": "grpo", "seed": 1, "split": "train", "task": "dot",
+                         "code": "noise", "faster": True, "status": "OK", "speedup": 1.3,
+                         "log_speedup": 0.3, "answer_sha256": "y"}]}
+
+    def child(argv):
+        flag, rest = argv[8], argv[9:]
+        if flag == "--confirm":
+            ran.append(flag)
+            rows = ls.per_sample(tmp_path)
+            ls.write_json(tmp_path / "confirm.json", {
+                ls.learning_confirm.row_key(r): {"confirmed": r["code"] == "fast",
+                                                 "speedup": 1.0, "low": 0.9}
+                for r in rows if r["faster"]})
+            return 100.0
+        made(argv)
+        if flag == "--eval" and rest[0] in records:
+            ls.write_json(tmp_path / "eval" / f"{rest[0]}_seed{rest[1]}.json",
+                          {"records": records[rest[0]]})
+        return 100.0
+
+    monkeypatch.setattr(ls, "run_child", child)
+    monkeypatch.setattr(ls, "naive_copy", lambda task, code: False)
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, **settings: (
+        (out / "sft_data.jsonl").write_text("{}\n")))
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1"])
+    ls.stages(args, tmp_path, [1], {}, {})
+    assert ran[-2:] == ["--eval teacher 1", "--confirm"]
+    ran.clear()
+    ls.stages(args, tmp_path, [1], {}, {})
+    assert ran == []  # nothing waits
+    extra = {**records["grpo"][0], "seed": 2, "code": "new"}
+    ls.write_json(tmp_path / "eval" / "grpo_seed2.json", {"records": [extra]})
+    ls.stages(ls.parse_args(["--out", str(tmp_path), "--seeds", "1", "--confirm-only"]),
+              tmp_path, [1], {}, {})
+    assert ran == ["--confirm"]
+    (tmp_path / "baselines.json").unlink()  # the stand-in's, not the stage's schema
+    result = ls.summarize(tmp_path, [1], {"per_cell": 4}, {}, {}, reps=5)
+    faster = {r["code"]: r["faster"] for r in result["per_sample"] if r["arm"] == "grpo"}
+    assert faster == {"fast": True, "noise": False, "new": False}
+    assert result["confirmation"] == {"done": True, "by_split": {
+        "train": {"kept": 1, "refuted": 2, "unconfirmed": 0}}}
+
+
+def test_a_report_without_confirmations_says_so(tmp_path):
+    ls.write_json(tmp_path / "eval" / "base_seed1.json", {"records": []})
+    text = ls.report(tmp_path, [1], {"per_cell": 4}, {}, {}, None, reps=5)
+    assert "no confirm.json" in text
+    ls.write_json(tmp_path / "confirm.json", {})
+    assert "no confirm.json" not in ls.report(tmp_path, [1], {"per_cell": 4}, {}, {}, None,
+                                              reps=5)
 
 
 def test_the_example_per_task_is_the_faster_kernel_written_most_often():
