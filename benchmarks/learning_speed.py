@@ -1093,8 +1093,9 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                    "the split, the geometric mean of the speedups over the sizes >= 1.1, faster "
                    "by the evaluator's bound where it gives one, not the naive kernel handed "
                    "back, and confirmed so by interleaved rounds beside the naive kernel at "
-                   "every size (learning_confirm); secondary: mean ln(speedup), failures at ln(0.1); mean over tasks of "
-                   "the mean over seeds; 95% bootstrap clustered by task and by seed",
+                   "every size (learning_confirm); secondary: mean ln(speedup), failures at "
+                   "ln(0.1); mean over tasks of the mean over seeds; 95% bootstrap clustered "
+                   "by task and by seed",
         "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
         "confirmation": {"done": confirmations(out) is not None,
                          "by_split": learning_confirm.summary(rows)},
