@@ -843,6 +843,20 @@ def ci_clustered(rows: list[dict], reps: int = REPS) -> dict:
     return ci
 
 
+def shares_before_confirmation(rows: list[dict], reps: int = REPS) -> dict:
+    """Per arm and split, the share faster by the evaluations' own verdict (`faster_first`,
+    learning_confirm.apply) with its clustered interval: what the confirmation took away."""
+    first = [{**r, "faster": r.get("faster_first", r["faster"])} for r in rows]
+    shares: dict = {}
+    for arm in [a for a in ARMS if any(r["arm"] == a for r in rows)]:
+        for split in SPLITS:
+            if cells := cells_of(first, arm, split):
+                f, fl, fh = clustered_interval(cells, reps)
+                shares.setdefault(arm, {})[split] = {"faster": f, "faster_low": fl,
+                                                     "faster_high": fh}
+    return shares
+
+
 def comparisons(rows: list[dict], reps: int = REPS) -> dict:
     """Differences in the share faster, paired by task and seed (clustered bootstrap)."""
     import numpy as np
@@ -1098,7 +1112,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                    "by task and by seed",
         "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
         "confirmation": {"done": confirmations(out) is not None,
-                         "by_split": learning_confirm.summary(rows)},
+                         "by_split": learning_confirm.summary(rows),
+                         "before": shares_before_confirmation(rows, reps)},
         "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
         "correctness_changed": changed, "forgetting": forgot, "faster_examples": faster_examples(rows),
         "faster_by_task": {arm: {**faster_by_task(rows, arm),

@@ -605,8 +605,12 @@ def test_the_confirm_stage_runs_last_while_faster_answers_wait_and_the_report_ap
     result = ls.summarize(tmp_path, [1], {"per_cell": 4}, {}, {}, reps=5)
     faster = {r["code"]: r["faster"] for r in result["per_sample"] if r["arm"] == "grpo"}
     assert faster == {"fast": True, "noise": False, "new": False}
-    assert result["confirmation"] == {"done": True, "by_split": {
-        "train": {"kept": 1, "refuted": 2, "unconfirmed": 0}}}
+    assert result["confirmation"]["by_split"] == {
+        "train": {"kept": 1, "refuted": 2, "unconfirmed": 0}}
+    assert result["confirmation"]["done"]
+    # grpo: every answer faster before; after, 1 of seed 1's 2 and 0 of seed 2's 1
+    assert result["confirmation"]["before"]["grpo"]["train"]["faster"] == 1.0
+    assert result["ci_clustered"]["grpo"]["train"]["faster"] == 0.25
 
 
 def test_a_report_without_confirmations_says_so(tmp_path):
