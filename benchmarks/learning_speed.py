@@ -4,7 +4,7 @@ speed add to it? An experiment designed before it runs (issue 52).
 
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
-        [--rewrite-form printed|edit|edit-if] [--mix-copies N]
+        [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -55,6 +55,7 @@ timing is only comparable with timings from the same kind):
    (`rewrite_pairs`; --rewrite-form edit or edit-if: only pragma lines added to the naive
    kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N of the
    base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
+   with --mix-naive N, each training task's naive kernel N times (`naive_answers`);
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -475,6 +476,19 @@ def copies_from_pilot(records: list[dict], per_task: int) -> dict[str, list[str]
     return copies
 
 
+def naive_answers(per_task: int, tasks=TRAIN_TASKS) -> dict[str, list[str]]:
+    """--mix-naive N: each training task's own naive kernel, N times, as the answer (0: none).
+
+    Why a lever: every trained arm forgets the held-out tasks (histogram 20% -> 0%, stencil3d
+    67% -> 17-25% correct in the copies run), mostly by COMPILE_ERROR: the student edits a
+    nest it has not seen into code that does not build, where the base model handed it back.
+    --mix-copies keeps the tasks whose copies the base model wrote (dot, prefix_sum); the naive
+    kernel of every training task, by rule, teaches handing back a nest on every loop shape.
+    What it costs in faster answers on the training tasks is what a run measures."""
+    from perfgym.tasks import get_task
+    return {t: [get_task(t).baseline.read_text()] * per_task for t in tasks} if per_task else {}
+
+
 def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str, str]]:
     """(task, kernel): the teacher's correct answers in search run stores, `need[task]` of each
     training task at most, distinct, none a copy of the naive kernel (judged again later)."""
@@ -616,10 +630,11 @@ def verified_records(todo: list[tuple[str, str, str, str]],
 
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               rewrites_per_task: int = 0, rewrite_form: str = "printed",
-              copies_per_task: int = 0) -> None:
+              copies_per_task: int = 0, naive_per_task: int = 0) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
-    (rewrite_pairs), the anti-forgetting mix and up to `copies_per_task` of the base model's
-    correct copies a task (copies_from_pilot), never a held-out task."""
+    (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
+    correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
+    kernel (naive_answers), never a held-out task."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
@@ -639,7 +654,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     pilot = json.loads((out / "pilot.json").read_text())
     mix = mix_from_pilot(pilot["records"])
     copies = copies_from_pilot(pilot["records"], copies_per_task)
-    for source, name, by_task in (("mix_base", "pilot", mix), ("mix_copy", "pilot-copy", copies)):
+    for source, name, by_task in (("mix_base", "pilot", mix), ("mix_copy", "pilot-copy", copies),
+                                  ("mix_naive", "naive", naive_answers(naive_per_task))):
         todo += [(task, joined, source, f"{task}/{name}#{i}")
                  for task, codes in by_task.items() for i, c in enumerate(codes)
                  if (joined := opened_answer(task, c)) is not None]
@@ -656,6 +672,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary["rewrites_per_task"] = rewrites_per_task  # the cap (--rewrite-pairs)
     summary["rewrite_form"] = rewrite_form
     summary["copies_per_task"] = copies_per_task  # the cap (--mix-copies)
+    summary["naive_per_task"] = naive_per_task  # --mix-naive
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -672,7 +689,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
 def data_summary(records: list[dict], skipped: dict) -> dict:
     """What the SFT data holds, per training task: pairs and mixed-in answers by source."""
     per_task = {t: {s: sum(r["task"] == t and r["source"] == s for r in records)
-                    for s in ("pair", "rewrite", "mix_base", "mix_teacher", "mix_copy")}
+                    for s in ("pair", "rewrite", "mix_base", "mix_teacher", "mix_copy",
+                              "mix_naive")}
                 for t in TRAIN_TASKS}
     return {"records": len(records), "pairs": sum(r["source"] == "pair" for r in records),
             "rewrite_pairs": sum(r["source"] == "rewrite" for r in records),
@@ -681,7 +699,8 @@ def data_summary(records: list[dict], skipped: dict) -> dict:
             "rewrite_pairs_per_task": {t: c["rewrite"] for t, c in per_task.items()
                                        if c["rewrite"]},
             "mix_per_task": {t: {"base": c["mix_base"], "teacher": c["mix_teacher"],
-                                 "copy": c["mix_copy"]} for t, c in per_task.items()},
+                                 "copy": c["mix_copy"], "naive": c["mix_naive"]}
+                             for t, c in per_task.items()},
             "skipped": skipped}
 
 
@@ -1212,6 +1231,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="add up to N of the base model's correct answers that are the naive "
                          "kernel handed back, per training task, to the anti-forgetting mix "
                          "(default 0: none)")
+    ap.add_argument("--mix-naive", type=int, default=0, metavar="N",
+                    help="add each training task's naive kernel, N times, as an answer to the "
+                         "anti-forgetting mix (default 0: none)")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1252,6 +1274,8 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         raise InputError("--rewrite-pairs is 0 or more")
     if args.mix_copies < 0:
         raise InputError("--mix-copies is 0 or more")
+    if args.mix_naive < 0:
+        raise InputError("--mix-naive is 0 or more")
     if args.report_only or args.confirm_only:
         if not (out / "pilot.json").is_file() and not (keep_dir and
                                                        (keep_dir / "pilot.json").is_file()):
@@ -1379,7 +1403,8 @@ def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluat
           work=lambda: make_data(out, Path(args.pairs), [Path(r) for r in args.runs],
                                  rewrites_per_task=args.rewrite_pairs,
                                  rewrite_form=args.rewrite_form,
-                                 copies_per_task=args.mix_copies))
+                                 copies_per_task=args.mix_copies,
+                                 naive_per_task=args.mix_naive))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])

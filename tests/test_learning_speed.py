@@ -177,7 +177,8 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
     assert records[0]["prompt"][0]["content"] == "improve dot"
     assert records[0]["completion"][0]["content"].endswith("out[0] = s0 + s1;\n}\n```")
     data = json.loads((tmp_path / "data.json").read_text())
-    assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0, "copy": 0}
+    assert data["mix_per_task"]["dot"] == {"base": 1, "teacher": 0, "copy": 0,
+                                            "naive": 0}
     assert data["pairs_file"] == {"path": str(pairs_file), "pairs": 5, "sha256": hashlib.sha256(
         pairs_file.read_bytes()).hexdigest()}  # which teacher data the run used
     assert set(data["mix_per_task"]) == set(ls.TRAIN_TASKS)  # every training task, 0 or not
@@ -255,11 +256,38 @@ def test_mix_copies_join_the_sft_data_as_mix_copy(tmp_path, monkeypatch):
     records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
     assert [r["source"] for r in records] == ["pair", "mix_copy"]
     data = json.loads((tmp_path / "data.json").read_text())
-    assert data["mix_per_task"]["dot"] == {"base": 0, "teacher": 0, "copy": 1}
+    assert data["mix_per_task"]["dot"] == {"base": 0, "teacher": 0, "copy": 1,
+                                            "naive": 0}
     assert data["copies_per_task"] == 1
     ls.make_data(tmp_path, pairs_file, [])  # the default: none
     records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
     assert [r["source"] for r in records] == ["pair"]
+
+
+def test_mix_naive_adds_each_training_tasks_naive_kernel_and_no_held_out_one(tmp_path,
+                                                                             monkeypatch):
+    dot = get_task("dot")
+    pairs_file = tmp_path / "pairs.jsonl"
+    fast_code = answer_start(dot).removeprefix("```c\n") + FAST_DOT
+    pairs_file.write_text(json.dumps(pair("dot", fast_code).__dict__) + "\n")
+    (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
+    judged = []
+    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
+        judged.append(text) or folded([1.0 if "s0" not in text else 2.0] * 3)
+        for _, text in items])
+    ls.make_data(tmp_path, pairs_file, [], naive_per_task=2)
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    naive = [r for r in records if r["source"] == "mix_naive"]
+    assert sorted({r["task"] for r in naive}) == sorted(ls.TRAIN_TASKS)
+    assert len(naive) == 2 * len(ls.TRAIN_TASKS)
+    for r in naive:  # the answer is the task's naive kernel, as the copy check sees it
+        code = r["completion"][0]["content"].removesuffix("\n```")
+        assert ls.naive_copy(r["task"], ls.kernel_code(r["task"], code))
+    data = json.loads((tmp_path / "data.json").read_text())
+    assert data["naive_per_task"] == 2 and data["mix_per_task"]["trsm"]["naive"] == 2
+    assert len(judged) == 1 + 2 * len(ls.TRAIN_TASKS)  # judged like every mixed-in answer
 
 
 def test_pairs_are_capped_per_task_round_robin_over_runs(monkeypatch):
@@ -409,6 +437,7 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--pairs", "/nonexistent/pairs.jsonl"], "no pairs at /nonexistent/pairs.jsonl"),
     (["--report-only"], "nothing to report"),
     (["--confirm-only"], "nothing to report"),
+    (["--mix-naive", "-1"], "--mix-naive is 0 or more"),
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
     (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
