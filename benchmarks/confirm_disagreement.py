@@ -7,7 +7,7 @@ Per draw: (a) the evaluation's way, the learning measure's settings: the kernel 
 own run and divided into the naive kernel's time from a run of its own just before it
 (`evaluate` with the cache off, as an evaluation takes a fresh baseline); (b) the
 confirmation's way: five interleaved rounds of the naive kernel and the kernel
-(group_timing.confirm_against_baseline), the median of the rounds' ratios. Prints each draw's
+(group_timing.retime_group, as the confirmation of the learning report calls it), the median of the rounds' ratios. Prints each draw's
 two speedups and the kernel's and the naive kernel's median times, so a disagreement shows
 which of the two times moved. Seen first on the learning run's threaded transpose at 3000 x 17
 (the evaluation 1.0x, the rounds 0.37x).
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--draws", type=int, default=3)
     args = ap.parse_args(argv)
     from perfgym import EvalConfig, evaluate, get_task
-    from perfgym.group_timing import confirm_against_baseline
+    from perfgym.group_timing import retime_group
     from perfgym.tasks import parse_size
     try:
         task = get_task(args.task)
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     for draw in range(args.draws):
         alone = evaluate(task, code, size, config)
         base = evaluate(task, task.baseline.read_text(), size, config)
-        rounds = confirm_against_baseline(task, code, alone, config)
+        rounds = retime_group(task, [code], [alone], config, size=size, min_members=1)[0]
         us = (lambda o: o.timing.median * 1e6 if o.ok and o.timing else float("nan"))
         print(f"draw {draw + 1}: {alone.speedup or 0:.2f}x (kernel {us(alone):.1f}, naive "
               f"{us(base):.1f}) | {rounds.speedup or 0:.2f}x, low {rounds.speedup_low or 0:.2f} "

@@ -31,9 +31,10 @@ SIGNATURE = "void matmul_optimized(double *A, double *B, double *C, int M, int N
 
 # the naive loop with a cast in the index: not the naive text, the naive kernel's speed
 NEAR_COPY = NAIVE.replace("sum += A[i * K + k]", "sum += A[(long)i * K + k]")
-# fast at the first train size, three times the naive work at the others
+# fast at the first train size (i-k-j: about 20x there), ten times the naive work at the
+# others: the geometric mean over the three is about 0.6x
 SIZE_GAMED = (f"{SIGNATURE}\n if (M == 256) {{ {IKJ_BODY} return; }}\n"
-              f" for (int rep = 0; rep < 3; rep++) {{ {NAIVE_BODY} }}\n}}\n")
+              f" for (int rep = 0; rep < 10; rep++) {{ {NAIVE_BODY} }}\n}}\n")
 # fast everywhere, wrong at one train size
 WRONG_AT_ONE_SIZE = IKJ.replace("C[i * N + j] += a * B[k * N + j];",
                                 "C[i * N + j] += (M == 128 ? 1.01 : 1.0) * a * B[k * N + j];")
@@ -54,8 +55,8 @@ def test_hostile_kernels_counted_faster_are_refuted_and_a_faster_one_kept(tmp_pa
                       lambda name: CONFIG, log=lambda m: None)
     by = {code: done[lc.key("dgemm", "train", code)] for code in codes}
     assert by[IKJ]["confirmed"] and by[IKJ]["speedup"] > 2 and by[IKJ]["low"] > 1.5
-    assert [p["size"] for p in by[IKJ]["per_size"]] == ["256", "M=128,N=96,K=200",
-                                                        "M=255,N=257,K=253"]
+    assert [p["size"] for p in by[IKJ]["per_size"]] == [
+        "M=256,N=256,K=256", "M=128,N=96,K=200", "M=255,N=257,K=253"]
     near = by[NEAR_COPY]
     assert not near["confirmed"] and near["status"] == "OK" and 0.7 < near["speedup"] < 1.1
     gamed = by[SIZE_GAMED]
@@ -64,7 +65,8 @@ def test_hostile_kernels_counted_faster_are_refuted_and_a_faster_one_kept(tmp_pa
     assert not by[WRONG_AT_ONE_SIZE]["confirmed"]
     assert by[WRONG_AT_ONE_SIZE]["status"] == "WRONG_ANSWER"
     assert [p["status"] for p in by[WRONG_AT_ONE_SIZE]["per_size"]][1] == "WRONG_ANSWER"
-    assert not by[NO_BUILD]["confirmed"] and by[NO_BUILD]["status"] == "COMPILE_ERROR"
+    # the rounds do not time what does not build (group_timing.retime_group)
+    assert not by[NO_BUILD]["confirmed"] and by[NO_BUILD]["status"] == "NOT_TIMED"
     copy = by[RENAMED_COPY]
     assert not copy["confirmed"] and copy["naive_copy"] and copy["speedup"] == 1.0
 
