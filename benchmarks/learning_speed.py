@@ -63,7 +63,10 @@ timing is only comparable with timings from the same kind):
 6. confirm: every distinct kernel an evaluation counted faster timed again beside the naive
    kernel in interleaved rounds at every size of its split, and "faster" kept only where the
    rounds agree (learning_confirm: one draw of the baseline's time once made a near-copy
-   1.33x). `--confirm-only` runs this stage alone on a run that predates it;
+   1.33x). `--confirm-only` runs this stage alone on a run that predates it. About 30
+   minutes for 170 kernels on the 2-core AMD EPYC: counted in the wall time (the 4 hours),
+   not in `plan_budget`'s arithmetic, which the three runs confirmed so far left room for
+   (2.31-2.51 h with it);
 7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
    the base model's, `forgetting`, peak RSS per arm, `faster_examples` (per task, the faster
    kernel the student wrote most often; `examples.md` for the docs page) and the goal check
@@ -1114,7 +1117,8 @@ def run_confirm(out: Path, plan: dict) -> None:
 
 def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
               reps: int = REPS) -> dict:
-    rows = learning_confirm.apply(per_sample(out), confirmations(out))
+    confirmed = confirmations(out)
+    rows = learning_confirm.apply(per_sample(out), confirmed)
     ci = ci_clustered(rows, reps)
     correct = correctness(rows)
     changed = correctness(rows, changed_only=True)
@@ -1130,7 +1134,7 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                    "ln(0.1); mean over tasks of the mean over seeds; 95% bootstrap clustered "
                    "by task and by seed",
         "train_tasks": list(TRAIN_TASKS), "heldout_tasks": list(HELDOUT_TASKS),
-        "confirmation": {"done": confirmations(out) is not None,
+        "confirmation": {"done": confirmed is not None,
                          "by_split": learning_confirm.summary(rows),
                          "before": shares_before_confirmation(rows, reps)},
         "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
@@ -1237,8 +1241,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--report-only", action="store_true")
-    ap.add_argument("--confirm-only", action="store_true", help="run no stage but the "
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--report-only", action="store_true")
+    only.add_argument("--confirm-only", action="store_true", help="run no stage but the "
                     "confirmation of the faster answers (a run reported before it existed), "
                     "then report")
     ap.add_argument("--keep", default=str(KEEP_DIR), help="where the run's small files are "
