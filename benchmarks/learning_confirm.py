@@ -82,8 +82,9 @@ def fold(per_size: list[dict]) -> dict:
 
 def time_group(task, codes: list[str], size: dict, config) -> list[dict]:
     """Each kernel of `codes` timed in interleaved rounds with the naive kernel at `size`:
-    its speedup (median of the rounds' ratios), the sign test's lower bound, its status. A
-    kernel the rounds did not time (it did not build, or the baseline failed) is not OK."""
+    its speedup (median of the rounds' ratios), the sign test's lower bound, its status (a
+    kernel that does not build: its COMPILE_ERROR). A kernel the rounds did not time (the
+    baseline failed) is NOT_TIMED."""
     from perfgym.group_timing import retime_group
     from perfgym.outcome import Outcome, Status
     from perfgym.tasks import format_size

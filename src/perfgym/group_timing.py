@@ -134,8 +134,11 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
         if j in failed:  # a correct answer that failed a later round is judged by it
             result[i] = dataclasses.replace(failed[j])
             continue
-        if isinstance(prepared[j], Outcome) or j not in last:
-            continue  # (cannot happen for an answer that was judged OK alone)
+        if isinstance(prepared[j], Outcome):  # it did not build for the rounds (an answer
+            result[i] = dataclasses.replace(prepared[j])  # taken as OK, e.g. a confirmation's)
+            continue
+        if j not in last:
+            continue  # (cannot happen: a member that ran no round failed one)
         if not base or "baseline" in failed:
             continue  # no baseline to pair with: the answer keeps its own timing
         ratios = sorted(b / t for b, t in zip(base, times[j]) if t > 0)
