@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -65,16 +65,15 @@ def fold(per_size: list[dict]) -> dict:
     """One kernel's rounds at every size folded as the measure folds speedups: `confirmed`
     when every size ran right, the geometric mean of the speedups is >= SPEED_BAND and the
     geometric mean of the lower bounds is > 1, and no size found the naive kernel."""
+    from perfgym.metrics import geomean
     from perfgym.rewards import SPEED_BAND
     bad = next((p for p in per_size if p["status"] != "OK"), None)
     if bad is not None or not per_size:
         return {"confirmed": False, "status": bad["status"] if bad else "NO_SIZES",
                 "speedup": None, "low": None}
-    speedups = [p["speedup"] for p in per_size]
+    speedup = geomean(p["speedup"] for p in per_size)
     lows = [p["low"] for p in per_size]
-    speedup = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
-    low = 0.0 if any(v <= 0 for v in lows) else \
-        math.exp(sum(math.log(v) for v in lows) / len(lows))
+    low = 0.0 if any(v <= 0 for v in lows) else geomean(lows)
     copy = any(p.get("naive_copy") for p in per_size)
     return {"confirmed": bool(speedup >= SPEED_BAND and low > 1.0 and not copy), "status": "OK",
             "speedup": round(speedup, 4), "low": round(low, 4), "naive_copy": copy}
@@ -128,7 +127,9 @@ def confirm(rows: list[dict], path: Path, config_for: Callable[[str], object],
                 done[key(name, split, code)] = {"task": name, "split": split,
                                                 **fold(sizes), "per_size": sizes}
             count += len(chunk)
-            path.write_text(json.dumps(done, indent=1) + "\n")
+            tmp = path.with_name(path.name + ".tmp")  # whole or not at all: a kill mid-write
+            tmp.write_text(json.dumps(done, indent=1) + "\n")  # must not lose what is done
+            os.replace(tmp, path)
             log(f"confirm {name} {split}: {count}/{total} kernels, "
                 f"{time.monotonic() - started:.0f} s")
     return done
