@@ -5,6 +5,7 @@ speed add to it? An experiment designed before it runs (issue 52).
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
+        [--rename-accumulators]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -56,6 +57,8 @@ timing is only comparable with timings from the same kind):
    kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N of the
    base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
    with --mix-naive N, each training task's naive kernel N times (`naive_answers`);
+   with --rename-accumulators, each reduction's scalar renamed in every answer
+   (`renamed_accumulators`), before the judging;
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -100,6 +103,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -492,6 +496,32 @@ def naive_answers(per_task: int, tasks=TRAIN_TASKS) -> dict[str, list[str]]:
     return {t: [get_task(t).baseline.read_text()] * per_task for t in tasks} if per_task else {}
 
 
+# names a renamed accumulator takes (--rename-accumulators), none a C keyword or a libc name
+ACCUMULATOR_NAMES = ("acc", "total", "partial", "s", "r", "run", "tally", "agg")
+REDUCTION_CLAUSE = re.compile(r"reduction\s*\(\s*[^:()]+:\s*([^)]*)\)")
+
+
+def renamed_accumulators(task_name: str, code: str, ident: str) -> str:
+    """--rename-accumulators: each scalar a `reduction(...)` clause names, when it is the
+    kernel's own variable (not a parameter), renamed in the whole answer to a name picked by
+    the record's id and not already in the code.
+
+    Why a lever: 58 of the 62 reduction clauses in the naive-mix run's SFT answers name `sum`,
+    and the students wrote `reduction(+:sum)` into the held-out histogram, a loop with no `sum`
+    (16 of the SFT's 28 answers there that do not build). Other names teach that the clause
+    names the kernel's variable. The renamed answer is judged again like every answer."""
+    from perfgym.tasks import get_task
+    params = set(re.findall(r"(\w+)\s*(?=[,)])", get_task(task_name).entry.split("(", 1)[1]))
+    scalars = {name.strip() for clause in REDUCTION_CLAUSE.findall(code)
+               for name in clause.split(",") if re.fullmatch(r"\s*[A-Za-z_]\w*\s*", name)}
+    start = int(hashlib.sha256(ident.encode()).hexdigest(), 16)
+    for name in sorted(scalars - params):
+        free = [n for n in ACCUMULATOR_NAMES if not re.search(rf"\b{n}\b", code)]
+        if free:
+            code = re.sub(rf"\b{name}\b", free[start % len(free)], code)
+    return code
+
+
 def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str, str]]:
     """(task, kernel): the teacher's correct answers in search run stores, `need[task]` of each
     training task at most, distinct, none a copy of the naive kernel (judged again later)."""
@@ -633,7 +663,8 @@ def verified_records(todo: list[tuple[str, str, str, str]],
 
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               rewrites_per_task: int = 0, rewrite_form: str = "printed",
-              copies_per_task: int = 0, naive_per_task: int = 0) -> None:
+              copies_per_task: int = 0, naive_per_task: int = 0,
+              rename_accumulators: bool = False) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
@@ -666,6 +697,9 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
         if (joined := opened_answer(task, code)) is not None:
             todo.append((task, joined, "mix_teacher", f"{task}/runs#{i}"))
+    if rename_accumulators:
+        todo = [(task, renamed_accumulators(task, joined, ident), source, ident)
+                for task, joined, source, ident in todo]
     records, failed = verified_records(todo, pilot.get("measure_timeouts", {}))
     skipped.update(failed)
     records = best_rewrites(records, rewrites_per_task, skipped)
@@ -676,6 +710,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary["rewrite_form"] = rewrite_form
     summary["copies_per_task"] = copies_per_task  # the cap (--mix-copies)
     summary["naive_per_task"] = naive_per_task  # --mix-naive
+    summary["rename_accumulators"] = rename_accumulators
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -1238,6 +1273,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--mix-naive", type=int, default=0, metavar="N",
                     help="add each training task's naive kernel, N times, as an answer to the "
                          "anti-forgetting mix (default 0: none)")
+    ap.add_argument("--rename-accumulators", action="store_true",
+                    help="rename each reduction's scalar in the SFT answers (sum -> acc, "
+                         "total, ...; judged again), so no one name is the clause's")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1409,7 +1447,8 @@ def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluat
                                  rewrites_per_task=args.rewrite_pairs,
                                  rewrite_form=args.rewrite_form,
                                  copies_per_task=args.mix_copies,
-                                 naive_per_task=args.mix_naive))
+                                 naive_per_task=args.mix_naive,
+                                 rename_accumulators=args.rename_accumulators))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])

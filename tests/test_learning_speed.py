@@ -290,6 +290,75 @@ def test_mix_naive_adds_each_training_tasks_naive_kernel_and_no_held_out_one(tmp
     assert len(judged) == 1 + 2 * len(ls.TRAIN_TASKS)  # judged like every mixed-in answer
 
 
+DGEMV_REDUCTION = """void dgemv_optimized(double *A, double *x, double *y, int M, int N) {
+    #pragma omp parallel for
+    for (int i = 0; i < M; i++) {
+        double sum = 0.0, summary = 1.0;
+        #pragma omp simd reduction(+:sum)
+        for (int j = 0; j < N; j++)
+            sum += A[(long)i * N + j] * x[j];
+        y[i] = sum * summary;
+    }
+}"""
+
+
+def test_renamed_accumulators_rename_the_reductions_scalar_everywhere_and_nothing_else():
+    import re
+    renamed = ls.renamed_accumulators("dgemv", DGEMV_REDUCTION, "dgemv/r1#a")
+    assert not re.search(r"\bsum\b", renamed)
+    name = re.search(r"reduction\(\+:(\w+)\)", renamed).group(1)
+    assert name in ls.ACCUMULATOR_NAMES
+    assert f"double {name} = 0.0, summary = 1.0;" in renamed  # a longer name is left alone
+    assert f"{name} += A[" in renamed and f"y[i] = {name} * summary;" in renamed
+    assert renamed == ls.renamed_accumulators("dgemv", DGEMV_REDUCTION, "dgemv/r1#a")
+    names = {re.search(r"reduction\(\+:(\w+)\)",
+                       ls.renamed_accumulators("dgemv", DGEMV_REDUCTION, f"id{i}")).group(1)
+             for i in range(40)}
+    assert len(names) >= 3  # the name varies with the record, so no one name is the clause's
+
+
+def test_renamed_accumulators_take_no_name_the_code_has_and_no_parameter():
+    import re
+    taken = DGEMV_REDUCTION.replace("summary", "acc").replace("#pragma omp parallel for",
+                                                              "int total = 0, s = 0;")
+    for i in range(40):
+        renamed = ls.renamed_accumulators("dgemv", taken, f"id{i}")
+        name = re.search(r"reduction\(\+:(\w+)\)", renamed).group(1)
+        assert name not in ("acc", "total", "s", "sum")
+        assert "int total = 0, s = 0;" in renamed and "* acc;" in renamed
+    # a parameter named in a clause, and an array section, are not the kernel's own scalar
+    clause = "#pragma omp parallel for reduction(+:N) reduction(+:y[:M])"
+    odd = DGEMV_REDUCTION.replace("#pragma omp parallel for", clause)
+    renamed = ls.renamed_accumulators("dgemv", odd, "id0")
+    assert clause in renamed and "int M, int N)" in renamed
+    assert ls.renamed_accumulators("dot", FAST_DOT, "id0") == FAST_DOT  # no clause: as it was
+
+
+def test_rename_accumulators_judges_and_keeps_the_renamed_answer(tmp_path, monkeypatch):
+    import re
+    dgemv = get_task("dgemv")
+    pairs_file = tmp_path / "pairs.jsonl"
+    fast_code = answer_start(dgemv).removeprefix("```c\n") + \
+        DGEMV_REDUCTION.split("{", 1)[1].rsplit("}", 1)[0] + "}"
+    pairs_file.write_text(json.dumps(pair("dgemv", fast_code).__dict__) + "\n")
+    (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
+    judged = []
+    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
+        judged.append(text) or folded([2.0] * 3) for _, text in items])
+    ls.make_data(tmp_path, pairs_file, [], rename_accumulators=True)
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    answer = records[0]["completion"][0]["content"]
+    assert "reduction(+:" in answer and not re.search(r"\bsum\b", answer)
+    assert judged and all(not re.search(r"\bsum\b", text) for text in judged)  # judged renamed
+    assert json.loads((tmp_path / "data.json").read_text())["rename_accumulators"] is True
+    ls.make_data(tmp_path, pairs_file, [])  # the default: the answer as the teacher wrote it
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert "reduction(+:sum)" in records[0]["completion"][0]["content"]
+    assert json.loads((tmp_path / "data.json").read_text())["rename_accumulators"] is False
+
+
 def test_pairs_are_capped_per_task_round_robin_over_runs(monkeypatch):
     monkeypatch.setattr(ls, "MAX_PAIRS_PER_TASK", 3)
     pairs = [pair("dot", f"void f{i}() {{}}", "r1") for i in range(4)] + \
