@@ -264,20 +264,26 @@ def test_mix_copies_join_the_sft_data_as_mix_copy(tmp_path, monkeypatch):
     assert [r["source"] for r in records] == ["pair"]
 
 
-def test_mix_naive_adds_each_training_tasks_naive_kernel_and_no_held_out_one(tmp_path,
-                                                                             monkeypatch):
-    dot = get_task("dot")
+def stub_data_stage(tmp_path, monkeypatch, task_name: str, body: str, speedup) -> list:
+    """One pair of `task_name` whose fast side is `body` opened, an empty pilot, and the
+    prompts, token counts and judge made up (`speedup(text)`); the texts judged."""
     pairs_file = tmp_path / "pairs.jsonl"
-    fast_code = answer_start(dot).removeprefix("```c\n") + FAST_DOT
-    pairs_file.write_text(json.dumps(pair("dot", fast_code).__dict__) + "\n")
+    fast_code = answer_start(get_task(task_name)).removeprefix("```c\n") + body
+    pairs_file.write_text(json.dumps(pair(task_name, fast_code).__dict__) + "\n")
     (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
     monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
     monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
     judged = []
     monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
-        judged.append(text) or folded([1.0 if "s0" not in text else 2.0] * 3)
-        for _, text in items])
-    ls.make_data(tmp_path, pairs_file, [], naive_per_task=2)
+        judged.append(text) or folded([speedup(text)] * 3) for _, text in items])
+    return judged
+
+
+def test_mix_naive_adds_each_training_tasks_naive_kernel_and_no_held_out_one(tmp_path,
+                                                                             monkeypatch):
+    judged = stub_data_stage(tmp_path, monkeypatch, "dot", FAST_DOT,
+                             lambda text: 1.0 if "s0" not in text else 2.0)
+    ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], naive_per_task=2)
     records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
     naive = [r for r in records if r["source"] == "mix_naive"]
     assert sorted({r["task"] for r in naive}) == sorted(ls.TRAIN_TASKS)
@@ -336,17 +342,9 @@ def test_renamed_accumulators_take_no_name_the_code_has_and_no_parameter():
 
 def test_rename_accumulators_judges_and_keeps_the_renamed_answer(tmp_path, monkeypatch):
     import re
-    dgemv = get_task("dgemv")
+    body = DGEMV_REDUCTION.split("{", 1)[1].rsplit("}", 1)[0] + "}"
+    judged = stub_data_stage(tmp_path, monkeypatch, "dgemv", body, lambda text: 2.0)
     pairs_file = tmp_path / "pairs.jsonl"
-    fast_code = answer_start(dgemv).removeprefix("```c\n") + \
-        DGEMV_REDUCTION.split("{", 1)[1].rsplit("}", 1)[0] + "}"
-    pairs_file.write_text(json.dumps(pair("dgemv", fast_code).__dict__) + "\n")
-    (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
-    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
-    monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
-    judged = []
-    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
-        judged.append(text) or folded([2.0] * 3) for _, text in items])
     ls.make_data(tmp_path, pairs_file, [], rename_accumulators=True)
     records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
     answer = records[0]["completion"][0]["content"]
