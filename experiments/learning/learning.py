@@ -128,13 +128,15 @@ def sample(model: Path | str, tasks: list[str], per_task: int, seed: int,
     prompts = [task_prompt(t, "improve", None, machine, config, templates) for t in ts]
     openings = [answer_start(t) for t in ts]
     answers: list[tuple[str, str]] = []
-    left = per_task
-    while left > 0:
+    left, started = per_task, time.monotonic()
+    while left > 0:  # a line per engine call: a stall shows as the sampling, not the judging
         n = min(CHUNK, left)
         groups = policy.generate(prompts, n, openings=openings, **(sampling or EVAL_SAMPLING))
         answers += [(t.name, full_answer(o, c)) for t, o, g in zip(ts, openings, groups)
                     for c in g]
         left -= n
+        log(f"sampled {per_task - left} of {per_task} answers to each of {len(ts)} tasks "
+            f"({time.monotonic() - started:.0f} s)")
     policy.engine.close()
     return answers
 
