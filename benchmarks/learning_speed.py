@@ -395,8 +395,36 @@ def run_pilot(out: Path, seeds: list[int], steps: int) -> None:
     p0 = sum(r["faster"] for r in records) / len(records)
     plan = plan_budget(len(seeds), steps)
     plan.update(measure_timeouts=timeouts, pilot_samples=len(records), pilot_share_faster=p0,
-                samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE)
+                samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE,
+                prompts_sha256=prompts_sha256())
     write_json(out / "pilot.json", {**plan, "records": records})
+
+
+def prompts_sha256(root: Path | None = None) -> str:
+    """SHA-256 over every prompt text perfgym ships (`root`: the perfgym.prompts package),
+    names and contents: the templates the base model and the student are asked with, the
+    coder's worked examples, the transforms. The pilot records it (`same_prompts`)."""
+    if root is None:
+        from importlib import resources
+        root = Path(str(resources.files("perfgym.prompts")))
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.txt")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes()
+                      + b"\0")
+    return digest.hexdigest()
+
+
+def same_prompts(out: Path) -> None:
+    """An InputError when the run in `out` began under other prompts: its kept evaluations
+    (the base model's, reused by later runs) would be paired with answers to another prompt.
+    A pilot from before the fingerprint (none recorded) passes: it cannot be told."""
+    pilot = out / "pilot.json"
+    began = json.loads(pilot.read_text()).get("prompts_sha256") if pilot.is_file() else None
+    now = prompts_sha256()
+    if began and began != now:
+        raise InputError(f"{out} began under other prompts (SHA-256 {began[:12]}, these "
+                         f"{now[:12]}): give a new --out and --keep, or go on from the commit "
+                         "it began at")
 
 
 def opened_answer(task_name: str, code: str) -> str | None:
@@ -1495,6 +1523,11 @@ def main(argv: list[str] | None = None) -> None:
                         json.loads((out / "pilot.json").read_text()))
     if n := restore(out, keep_dir):
         log(f"restored {n} files from {keep_dir}")
+    if not (args.report_only or args.confirm_only):  # these ask the model nothing
+        try:
+            same_prompts(out)
+        except InputError as exc:
+            fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
     rss = json.loads((out / "rss.json").read_text()) if (out / "rss.json").exists() else {}
     if not args.report_only:

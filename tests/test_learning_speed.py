@@ -842,3 +842,59 @@ def test_best_rewrites_keeps_the_fastest_few_a_task_and_every_other_record():
     assert [r["kernel"] for r in kept] == ["dot/rewrite:b", "dot/rewrite:c", "p"]
     assert list(skipped) == ["dot/rewrite:a"]
     assert ls.best_rewrites(records, 0, {}) == records[3:]
+
+
+def test_the_prompts_fingerprint_covers_every_prompt_text_by_name_and_content(tmp_path):
+    import shutil
+    from importlib import resources
+    shipped = Path(str(resources.files("perfgym.prompts")))
+    root = tmp_path / "prompts"
+    shutil.copytree(shipped, root)
+    assert ls.prompts_sha256(root) == ls.prompts_sha256()  # the default is the package's
+    hint = root / "templates" / "openmp.txt"
+    hint.write_text(hint.read_text().replace("counts[:n]", "bins[:nbins]"))
+    changed = ls.prompts_sha256(root)
+    assert changed != ls.prompts_sha256()
+    worked = root / "worked_example" / "openmp.txt"
+    worked.write_text(worked.read_text() + " ")
+    spaced = ls.prompts_sha256(root)
+    assert spaced != changed
+    worked.rename(root / "worked_example" / "openmp2.txt")  # same bytes, another name
+    assert ls.prompts_sha256(root) != spaced
+
+
+def test_the_pilot_records_its_prompts(tmp_path, monkeypatch):
+    monkeypatch.setattr(ls, "naive_timeouts", lambda tasks: {})
+    monkeypatch.setattr(ls.learning, "sample", lambda model, tasks, n, seed, **kw: [("dot", "a")])
+    monkeypatch.setattr(ls, "judge", lambda answers, which, **kw: [None])
+    monkeypatch.setattr(ls, "record", lambda *a: {"faster": False})
+    ls.run_pilot(tmp_path, [1], 2)
+    assert json.loads((tmp_path / "pilot.json").read_text())["prompts_sha256"] == \
+        ls.prompts_sha256()
+
+
+@pytest.mark.parametrize("began, refused", [("0" * 64, True), (None, False), ("NOW", False)])
+def test_a_run_goes_on_only_under_the_prompts_it_began_with(began, refused, tmp_path,
+                                                             monkeypatch, capsys):
+    """A run that began under other prompts is refused before any stage, in one line; the
+    kept base evaluations would otherwise pair with answers to another prompt."""
+    run = tmp_path / "run"
+    run.mkdir()
+    pilot = {"per_cell": 4, **({"prompts_sha256": ls.prompts_sha256() if began == "NOW"
+                                else began} if began else {})}
+    (run / "pilot.json").write_text(json.dumps(pilot))
+    (tmp_path / "good.jsonl").write_text(json.dumps(pair("dot", "k").__dict__) + "\n")
+    ran = []
+    monkeypatch.setattr(ls, "stages", lambda *a, **kw: ran.append("stages"))
+    monkeypatch.setattr(ls, "report", lambda *a, **kw: "")
+    argv = ["--out", str(run), "--keep", "", "--pairs", str(tmp_path / "good.jsonl")]
+    if refused:
+        with pytest.raises(SystemExit) as exc:
+            ls.main(argv)
+        assert exc.value.code == 2 and ran == []
+        err = capsys.readouterr().err.strip()
+        assert "began under other prompts" in err and len(err.splitlines()) == 1
+        ls.main(argv[:4] + ["--report-only"])  # a report asks the model nothing
+    else:
+        ls.main(argv)
+    assert ran == ([] if refused else ["stages"])
