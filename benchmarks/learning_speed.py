@@ -383,12 +383,12 @@ def base_model() -> Path:
     return resolve_model(None)
 
 
-def run_pilot(out: Path, seeds: list[int], steps: int) -> None:
+def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = None) -> None:
     """The base model's answers on the training tasks (sampler seed 999, none of the arms'),
     judged at the train sizes; the plan of the run."""
     timeouts = naive_timeouts(TASKS)
     answers = learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK, seed=999,
-                              config=eval_config())
+                              templates=templates, config=eval_config())
     outcomes = judge(answers, "train", timeouts=timeouts)
     records = [dict(record("pilot", 999, "train", n, a, o), answer=a)
                for (n, a), o in zip(answers, outcomes)]
@@ -396,35 +396,38 @@ def run_pilot(out: Path, seeds: list[int], steps: int) -> None:
     plan = plan_budget(len(seeds), steps)
     plan.update(measure_timeouts=timeouts, pilot_samples=len(records), pilot_share_faster=p0,
                 samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE,
-                prompts_sha256=prompts_sha256())
+                prompts_dir=str(templates) if templates else None,
+                prompts_sha256=prompts_sha256(templates))
     write_json(out / "pilot.json", {**plan, "records": records})
 
 
-def prompts_sha256(root: Path | None = None) -> str:
-    """SHA-256 over every prompt text perfgym ships (`root`: the perfgym.prompts package),
-    names and contents: the templates the base model and the student are asked with, the
-    coder's worked examples, the transforms. The pilot records it (`same_prompts`)."""
+def prompts_sha256(templates: Path | None = None, root: Path | None = None) -> str:
+    """SHA-256 over every prompt text perfgym ships (`root`: the perfgym.prompts package) and
+    the `--prompts` directory's, names and contents: the templates the base model and the
+    student are asked with, the coder's worked examples, the transforms. The pilot records it
+    (`same_prompts`)."""
     if root is None:
         from importlib import resources
         root = Path(str(resources.files("perfgym.prompts")))
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.txt")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes()
-                      + b"\0")
+    for tag, top in (("perfgym", root), ("prompts", templates)):
+        for path in sorted(top.rglob("*.txt")) if top else []:
+            name = f"{tag}/{path.relative_to(top).as_posix()}"
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
-def same_prompts(out: Path) -> None:
+def same_prompts(out: Path, templates: Path | None = None) -> None:
     """An InputError when the run in `out` began under other prompts: its kept evaluations
     (the base model's, reused by later runs) would be paired with answers to another prompt.
     A pilot from before the fingerprint (none recorded) passes: it cannot be told."""
     pilot = out / "pilot.json"
     began = json.loads(pilot.read_text()).get("prompts_sha256") if pilot.is_file() else None
-    now = prompts_sha256()
+    now = prompts_sha256(templates)
     if began and began != now:
         raise InputError(f"{out} began under other prompts (SHA-256 {began[:12]}, these "
                          f"{now[:12]}): give a new --out and --keep, or go on from the commit "
-                         "it began at")
+                         "and --prompts it began with")
 
 
 def opened_answer(task_name: str, code: str) -> str | None:
@@ -640,13 +643,14 @@ def sft_record(task_name: str, joined: str, prompts: dict, **extra) -> dict:
             "task": task_name, **extra}
 
 
-def improve_prompts(tasks) -> dict[str, str]:
+def improve_prompts(tasks, templates: Path | None = None) -> dict[str, str]:
     """Each task's improve prompt, as GRPO's fixed mode and the evaluation send it."""
     from perfgym.machine import machine_info
     from perfgym.tasks import get_task
     from perfgym.train.grpo import task_prompt
     machine, config = machine_info(), eval_config()
-    return {t: task_prompt(get_task(t), "improve", None, machine, config) for t in tasks}
+    return {t: task_prompt(get_task(t), "improve", None, machine, config, templates)
+            for t in tasks}
 
 
 def token_counts(records: list[dict]) -> list[int]:
@@ -659,14 +663,14 @@ def token_counts(records: list[dict]) -> list[int]:
     return [len(tokenizer(t)["input_ids"]) for t in texts]
 
 
-def verified_records(todo: list[tuple[str, str, str, str]],
-                     timeouts: dict[str, float]) -> tuple[list[dict], dict]:
+def verified_records(todo: list[tuple[str, str, str, str]], timeouts: dict[str, float],
+                     templates: Path | None = None) -> tuple[list[dict], dict]:
     """todo: (task, opened answer, source, id). Pairs ("pair") are kept when faster, mix
     answers when correct at about naive speed or better; all judged at the train sizes. A
     record longer than SFT's max_length is left out before it is judged: SFT would cut its
     answer short and teach the cut."""
     from perfgym.rewards import SPEED_BAND
-    prompts = improve_prompts(dict.fromkeys(t for t, *_ in todo))
+    prompts = improve_prompts(dict.fromkeys(t for t, *_ in todo), templates)
     records = [sft_record(task, joined, prompts, source=source, kernel=ident)
                for task, joined, source, ident in todo]
     skipped, fits = {}, []
@@ -692,11 +696,12 @@ def verified_records(todo: list[tuple[str, str, str, str]],
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               rewrites_per_task: int = 0, rewrite_form: str = "printed",
               copies_per_task: int = 0, naive_per_task: int = 0,
-              rename_accumulators: bool = False) -> None:
+              rename_accumulators: bool = False, templates: Path | None = None) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
-    kernel (naive_answers), never a held-out task."""
+    kernel (naive_answers), never a held-out task; the prompts from `templates` (--prompts)
+    where it has them."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
@@ -728,7 +733,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     if rename_accumulators:
         todo = [(task, renamed_accumulators(task, joined, ident), source, ident)
                 for task, joined, source, ident in todo]
-    records, failed = verified_records(todo, pilot.get("measure_timeouts", {}))
+    records, failed = verified_records(todo, pilot.get("measure_timeouts", {}), templates)
     skipped.update(failed)
     records = best_rewrites(records, rewrites_per_task, skipped)
     if leaked := {r["task"] for r in records} & set(HELDOUT_TASKS):
@@ -779,30 +784,32 @@ def run_sft(out: Path, seed: int) -> None:
     (out / f"sft_seed{seed}" / "done").write_text("ok\n")
 
 
-def run_grpo(out: Path, seed: int, steps: int) -> None:
+def run_grpo(out: Path, seed: int, steps: int, templates: Path | None = None) -> None:
     from perfgym.train import grpo, recipes
     values = dict(GRPO, steps=steps, model_path=str(out / f"sft_seed{seed}" / "merged"),
-                  seed=seed, output_dir=str(out / f"seed{seed}"))
+                  seed=seed, output_dir=str(out / f"seed{seed}"),
+                  templates=str(templates) if templates else None)
     grpo.train(recipes._settings(grpo.GRPOSettings, values, "grpo"), resume=True)
     (out / f"seed{seed}" / "done").write_text("ok\n")
 
 
-def arm_model(out: Path, arm: str, seed: int) -> tuple:
-    """(model, sampling, prompt templates): the teacher with its own sampler and prompts."""
+def arm_model(out: Path, arm: str, seed: int, templates: Path | None = None) -> tuple:
+    """(model, sampling, prompt templates): the teacher with its own sampler and prompts, the
+    others with `templates` (--prompts)."""
     from perfgym.models import default_sampling, prompt_templates
     if arm == "teacher":
         return "coder", default_sampling("coder"), prompt_templates("coder")
     model = {"base": base_model(), "control": out / f"sft_seed{seed}" / "merged",
              "grpo": out / f"seed{seed}" / "final"}[arm]
-    return model, None, None
+    return model, None, templates
 
 
-def run_eval(out: Path, arm: str, seed: int, plan: dict) -> None:
+def run_eval(out: Path, arm: str, seed: int, plan: dict, templates: Path | None = None) -> None:
     """One arm's answers for one seed, every split, as one file (the stage's resume point)."""
     path = out / "eval" / f"{arm}_seed{seed}.json"
     if path.exists():
         return
-    model, sampling, templates = arm_model(out, arm, seed)
+    model, sampling, templates = arm_model(out, arm, seed, templates)
     n = TEACHER_PER_TASK if arm == "teacher" else plan["per_cell"]
     answers = learning.sample(model, list(TASKS), n, seed, sampling, templates,
                               config=eval_config())
@@ -1220,7 +1227,9 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
                      "teacher_per_task": TEACHER_PER_TASK, "pilot_per_task": PILOT_PER_TASK,
-                     "max_pairs_per_task": MAX_PAIRS_PER_TASK, "mix_per_task": MIX_PER_TASK},
+                     "max_pairs_per_task": MAX_PAIRS_PER_TASK, "mix_per_task": MIX_PER_TASK,
+                     "prompts_dir": plan.get("prompts_dir"),
+                     "prompts_sha256": plan.get("prompts_sha256")},
         "per_sample": rows}
 
 
@@ -1304,6 +1313,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rename-accumulators", action="store_true",
                     help="rename each reduction's scalar in the SFT answers (sum -> acc, "
                          "total, ...; judged again), so no one name is the clause's")
+    ap.add_argument("--prompts", default=None, metavar="DIR",
+                    help="prompt templates overriding perfgym's for the base model and the "
+                         "student (pilot, SFT data, GRPO, evaluations; not the teacher), "
+                         "files named as src/perfgym/prompts/templates/ names them")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1322,6 +1335,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--baselines", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--confirm", action="store_true", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
+
+
+def templates_of(args: argparse.Namespace) -> Path | None:
+    """The --prompts directory, absolute, or None: perfgym's own templates."""
+    return Path(args.prompts).resolve() if args.prompts else None
 
 
 def is_child(args: argparse.Namespace) -> bool:
@@ -1347,6 +1365,7 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         raise InputError("--mix-copies is 0 or more")
     if args.mix_naive < 0:
         raise InputError("--mix-naive is 0 or more")
+    check_templates(args.prompts)
     if args.report_only or args.confirm_only:
         if not (out / "pilot.json").is_file() and not (keep_dir and
                                                        (keep_dir / "pilot.json").is_file()):
@@ -1367,6 +1386,21 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         if not RunStore.exists(Path(run)):
             raise InputError(f"--runs {run} holds no search run (no run store)")
     return seeds
+
+
+def check_templates(prompts: str | None) -> None:
+    """An InputError unless `prompts` (--prompts) is a directory that overrides at least one
+    of perfgym's templates: a misnamed file would leave every prompt as it was, silently."""
+    if prompts is None:
+        return
+    from importlib import resources
+    shipped = {p.name for p in (Path(str(resources.files("perfgym.prompts"))) / "templates")
+               .glob("*.txt")}
+    if not Path(prompts).is_dir():
+        raise InputError(f"--prompts {prompts} is not a directory")
+    if not {p.name for p in Path(prompts).glob("*.txt")} & shipped:
+        raise InputError(f"--prompts {prompts} overrides no template: name its files as "
+                         "src/perfgym/prompts/templates/ does (openmp.txt, improve.txt, ...)")
 
 
 def this_machine() -> dict:
@@ -1434,7 +1468,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     machines_path = out / "machines.json"
     machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
-            "--steps", str(args.steps)]
+            "--steps", str(args.steps), *(["--prompts", args.prompts] if args.prompts else [])]
 
     def stage(name: str, done: Path | bool, flags: list[str] | None = None, work=None) -> None:
         if done is True or (isinstance(done, Path) and done.exists()):
@@ -1476,7 +1510,8 @@ def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluat
                                  rewrite_form=args.rewrite_form,
                                  copies_per_task=args.mix_copies,
                                  naive_per_task=args.mix_naive,
-                                 rename_accumulators=args.rename_accumulators))
+                                 rename_accumulators=args.rename_accumulators,
+                                 templates=templates_of(args)))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])
@@ -1508,24 +1543,25 @@ def main(argv: list[str] | None = None) -> None:
     except InputError as exc:
         fail(str(exc))
     out.mkdir(parents=True, exist_ok=True)
+    templates = templates_of(args)
     if args.pilot:
-        return run_pilot(out, seeds, args.steps)
+        return run_pilot(out, seeds, args.steps, templates)
     if args.sft is not None:
         return run_sft(out, args.sft)
     if args.grpo is not None:
-        return run_grpo(out, args.grpo, args.steps)
+        return run_grpo(out, args.grpo, args.steps, templates)
     if args.baselines:
         return run_baselines(out, json.loads((out / "pilot.json").read_text()))
     if args.confirm:
         return run_confirm(out, json.loads((out / "pilot.json").read_text()))
     if args.eval:
         return run_eval(out, args.eval[0], int(args.eval[1]),
-                        json.loads((out / "pilot.json").read_text()))
+                        json.loads((out / "pilot.json").read_text()), templates)
     if n := restore(out, keep_dir):
         log(f"restored {n} files from {keep_dir}")
     if not (args.report_only or args.confirm_only):  # these ask the model nothing
         try:
-            same_prompts(out)
+            same_prompts(out, templates)
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

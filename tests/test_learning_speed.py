@@ -164,7 +164,8 @@ def test_held_out_tasks_never_reach_the_sft_data(tmp_path, monkeypatch):
                              ("histogram", "    return;\n}"), ("stencil3d", "    return;\n}"))]
     (tmp_path / "pilot.json").write_text(json.dumps({"records": pilot}))
     judged = []
-    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks, templates=None: {
+        t: f"improve {t}" for t in tasks})
     monkeypatch.setattr(ls, "token_counts", lambda records: [
         len(r["completion"][0]["content"]) // 3 for r in records])
     monkeypatch.setitem(ls.SFT, "max_length", 130)  # the long pilot answer does not fit
@@ -199,7 +200,8 @@ def test_rewrite_pairs_join_the_sft_data_judged_as_pairs_the_fastest_kept(tmp_pa
     pairs_file = tmp_path / "pairs.jsonl"
     pairs_file.write_text(json.dumps(pair("dot", fast_code.replace("s0", "t0")).__dict__) + "\n")
     (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
-    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks, templates=None: {
+        t: f"improve {t}" + (f" from {templates.name}" if templates else "") for t in tasks})
     monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
     speed = {"s1 + s0": 2.0, "s1 + (s0)": 1.0}
     monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [folded(
@@ -248,7 +250,8 @@ def test_mix_copies_join_the_sft_data_as_mix_copy(tmp_path, monkeypatch):
     pairs_file.write_text(json.dumps(pair("dot", fast_code).__dict__) + "\n")
     pilot = [{"task": "dot", "status": "OK", "speedup": 1.0, "naive_copy": True, "code": naive}]
     (tmp_path / "pilot.json").write_text(json.dumps({"records": pilot}))
-    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks, templates=None: {
+        t: f"improve {t}" for t in tasks})
     monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
     monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
         folded([1.0 if "s0" not in text else 2.0] * 3) for _, text in items])
@@ -271,7 +274,8 @@ def stub_data_stage(tmp_path, monkeypatch, task_name: str, body: str, speedup) -
     fast_code = answer_start(get_task(task_name)).removeprefix("```c\n") + body
     pairs_file.write_text(json.dumps(pair(task_name, fast_code).__dict__) + "\n")
     (tmp_path / "pilot.json").write_text(json.dumps({"records": []}))
-    monkeypatch.setattr(ls, "improve_prompts", lambda tasks: {t: f"improve {t}" for t in tasks})
+    monkeypatch.setattr(ls, "improve_prompts", lambda tasks, templates=None: {
+        t: f"improve {t}" + (f" from {templates.name}" if templates else "") for t in tasks})
     monkeypatch.setattr(ls, "token_counts", lambda records: [10 for _ in records])
     judged = []
     monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
@@ -508,11 +512,15 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
     (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
+    (["--pairs", "TMP/good.jsonl", "--prompts", "TMP/none"], "is not a directory"),
+    (["--pairs", "TMP/good.jsonl", "--prompts", "TMP/misnamed"], "overrides no template"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     (tmp_path / "held.jsonl").write_text(json.dumps(pair("jacobi2d", "k").__dict__) + "\n")
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     (tmp_path / "good.jsonl").write_text(json.dumps(pair("dot", "k").__dict__) + "\n")
+    (tmp_path / "misnamed").mkdir()
+    (tmp_path / "misnamed" / "omp_hint.txt").write_text("no template has this name\n")
     argv = [a.replace("TMP", str(tmp_path)) for a in argv]
     with pytest.raises(SystemExit) as exc:
         ls.main(["--out", str(tmp_path / "run"), "--keep", "", *argv])
@@ -850,17 +858,17 @@ def test_the_prompts_fingerprint_covers_every_prompt_text_by_name_and_content(tm
     shipped = Path(str(resources.files("perfgym.prompts")))
     root = tmp_path / "prompts"
     shutil.copytree(shipped, root)
-    assert ls.prompts_sha256(root) == ls.prompts_sha256()  # the default is the package's
+    assert ls.prompts_sha256(root=root) == ls.prompts_sha256()  # the default is the package's
     hint = root / "templates" / "openmp.txt"
     hint.write_text(hint.read_text().replace("counts[:n]", "bins[:nbins]"))
-    changed = ls.prompts_sha256(root)
+    changed = ls.prompts_sha256(root=root)
     assert changed != ls.prompts_sha256()
     worked = root / "worked_example" / "openmp.txt"
     worked.write_text(worked.read_text() + " ")
-    spaced = ls.prompts_sha256(root)
+    spaced = ls.prompts_sha256(root=root)
     assert spaced != changed
     worked.rename(root / "worked_example" / "openmp2.txt")  # same bytes, another name
-    assert ls.prompts_sha256(root) != spaced
+    assert ls.prompts_sha256(root=root) != spaced
 
 
 def test_the_pilot_records_its_prompts(tmp_path, monkeypatch):
@@ -898,3 +906,70 @@ def test_a_run_goes_on_only_under_the_prompts_it_began_with(began, refused, tmp_
     else:
         ls.main(argv)
     assert ran == ([] if refused else ["stages"])
+
+
+def test_prompts_reach_the_base_model_and_student_at_every_stage_but_not_the_teacher(
+        tmp_path, monkeypatch):
+    """--prompts: the SFT data's prompts, the pilot's and the evaluations' sampler, GRPO's
+    settings and the fingerprint all take the directory; the teacher keeps the coder's own."""
+    from perfgym.models import prompt_templates
+    mine = tmp_path / "prompts"
+    mine.mkdir()
+    (mine / "openmp.txt").write_text("MARKER: name the kernel's own variable.\n")
+    import perfgym.machine
+    monkeypatch.setattr(perfgym.machine, "machine_info", lambda: {})  # no probe: prompts only
+    assert "MARKER" in ls.improve_prompts(["dot"], mine)["dot"]
+    assert "MARKER" not in ls.improve_prompts(["dot"])["dot"]
+    assert ls.prompts_sha256(mine) != ls.prompts_sha256()
+    asked = []
+    monkeypatch.setattr(ls.learning, "sample", lambda model, tasks, n, seed, sampling=None,
+                        templates=None, **kw: asked.append(templates) or [("dot", "a")])
+    monkeypatch.setattr(ls, "judge", lambda items, which, **kw: [None] * len(items))
+    monkeypatch.setattr(ls, "record", lambda *a: {"faster": False})
+    monkeypatch.setattr(ls, "naive_timeouts", lambda tasks: {})
+    ls.run_pilot(tmp_path, [1], 2, mine)
+    for arm in ("base", "control", "grpo", "teacher"):
+        ls.run_eval(tmp_path, arm, 1, {"per_cell": 1}, mine)
+    assert asked == [mine] * 4 + [prompt_templates("coder")]
+    plan = json.loads((tmp_path / "pilot.json").read_text())
+    assert plan["prompts_dir"] == str(mine) and plan["prompts_sha256"] == ls.prompts_sha256(mine)
+    from perfgym.train import grpo
+    trained = []
+    monkeypatch.setattr(grpo, "train", lambda settings, resume: trained.append(settings))
+    (tmp_path / "seed1").mkdir()
+    ls.run_grpo(tmp_path, 1, 2, mine)
+    assert trained[0].templates == str(mine)
+
+
+def test_the_driver_hands_prompts_to_every_stage(tmp_path, monkeypatch):
+    mine = tmp_path / "prompts"
+    mine.mkdir()
+    (mine / "openmp.txt").write_text("a hint\n")
+    argvs = []
+
+    def child(argv):
+        argvs.append(argv)
+        raise SystemExit("stop after the first stage")
+    monkeypatch.setattr(ls, "run_child", child)
+    args = ls.parse_args(["--out", str(tmp_path), "--prompts", str(mine)])
+    with pytest.raises(SystemExit):
+        ls.stages(args, tmp_path, [1], {}, {})
+    assert argvs[0][argvs[0].index("--prompts") + 1] == str(mine) and "--pilot" in argvs[0]
+
+
+def test_the_sft_data_is_asked_with_the_prompts_given(tmp_path, monkeypatch):
+    stub_data_stage(tmp_path, monkeypatch, "dot", FAST_DOT, lambda text: 2.0)
+    ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], templates=tmp_path / "mine")
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert records and {r["prompt"][0]["content"] for r in records} == {"improve dot from mine"}
+
+
+def test_the_committed_hint_without_names_overrides_the_openmp_hint(monkeypatch):
+    import perfgym.machine
+    monkeypatch.setattr(perfgym.machine, "machine_info", lambda: {})
+    hint = BENCHMARKS / "prompts" / "openmp_no_names"
+    ls.check_templates(str(hint))  # a directory the driver takes
+    asked = ls.improve_prompts(["dot"], hint)["dot"]
+    assert "this kernel itself declares" in asked
+    assert "counts[:n]" not in asked and "reduction(+:sum)" not in asked
+    assert "counts[:n]" in ls.improve_prompts(["dot"])["dot"]  # perfgym's own names it
