@@ -5,7 +5,7 @@ speed add to it? An experiment designed before it runs (issue 52).
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
-        [--rename-accumulators]
+        [--rename-accumulators] [--prompts DIR]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -1468,7 +1468,8 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     machines_path = out / "machines.json"
     machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
-            "--steps", str(args.steps), *(["--prompts", args.prompts] if args.prompts else [])]
+            "--steps", str(args.steps),
+            *(["--prompts", str(templates_of(args))] if args.prompts else [])]
 
     def stage(name: str, done: Path | bool, flags: list[str] | None = None, work=None) -> None:
         if done is True or (isinstance(done, Path) and done.exists()):
