@@ -515,7 +515,10 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--pairs", "TMP/good.jsonl", "--prompts", "TMP/none"], "is not a directory"),
     (["--pairs", "TMP/good.jsonl", "--prompts", "TMP/misnamed"], "overrides no template"),
 ])
-def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys, monkeypatch):
+    def no_stage(*args, **kwargs):  # a check that lets bad input through must not run a stage
+        raise AssertionError("bad input reached the stages")
+    monkeypatch.setattr(ls, "stages", no_stage)
     (tmp_path / "held.jsonl").write_text(json.dumps(pair("jacobi2d", "k").__dict__) + "\n")
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     (tmp_path / "good.jsonl").write_text(json.dumps(pair("dot", "k").__dict__) + "\n")
