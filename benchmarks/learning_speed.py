@@ -401,14 +401,18 @@ def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = 
     write_json(out / "pilot.json", {**plan, "records": records})
 
 
+def shipped_prompts() -> Path:
+    """The perfgym.prompts package's directory: the prompt texts perfgym ships."""
+    from importlib import resources
+    return Path(str(resources.files("perfgym.prompts")))
+
+
 def prompts_sha256(templates: Path | None = None, root: Path | None = None) -> str:
     """SHA-256 over every prompt text perfgym ships (`root`: the perfgym.prompts package) and
     the `--prompts` directory's, names and contents: the templates the base model and the
     student are asked with, the coder's worked examples, the transforms. The pilot records it
     (`same_prompts`)."""
-    if root is None:
-        from importlib import resources
-        root = Path(str(resources.files("perfgym.prompts")))
+    root = root or shipped_prompts()
     digest = hashlib.sha256()
     for tag, top in (("perfgym", root), ("prompts", templates)):
         for path in sorted(top.rglob("*.txt")) if top else []:
@@ -1393,9 +1397,7 @@ def check_templates(prompts: str | None) -> None:
     of perfgym's templates: a misnamed file would leave every prompt as it was, silently."""
     if prompts is None:
         return
-    from importlib import resources
-    shipped = {p.name for p in (Path(str(resources.files("perfgym.prompts"))) / "templates")
-               .glob("*.txt")}
+    shipped = {p.name for p in (shipped_prompts() / "templates").glob("*.txt")}
     if not Path(prompts).is_dir():
         raise InputError(f"--prompts {prompts} is not a directory")
     if not {p.name for p in Path(prompts).glob("*.txt")} & shipped:
