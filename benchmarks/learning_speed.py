@@ -557,26 +557,45 @@ def renamed_accumulators(task_name: str, code: str, ident: str) -> str:
     return code
 
 
-def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str, str]]:
-    """(task, kernel): the teacher's correct answers in search run stores, `need[task]` of each
-    training task at most, distinct, none a copy of the naive kernel (judged again later)."""
-    from perfgym.extract import normalize
+def kept_teacher_answers(sft_data: Path) -> list[tuple[str, str]]:
+    """(task, answer): the teacher's answers in a kept run's sft_data.jsonl (its mix_teacher
+    records), in their order: a machine without the search run stores that run read can
+    still give a new run the same mix (each answer is judged again like a run store's)."""
+    answers = []
+    for line in sft_data.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("source") == "mix_teacher":
+            answers.append((record["task"], record["completion"][-1]["content"]))
+    return answers
+
+
+def teacher_answers(source: Path) -> list[tuple[str, str]]:
+    """(task, answer): a search run store's correct, non-copied answers, or a kept
+    sft_data.jsonl's teacher answers."""
     from perfgym.store import RunStore
+    if source.is_file():
+        return kept_teacher_answers(source)
+    store = RunStore(source)
+    try:
+        task = (store.config() or {}).get("task")
+        return [(task, c.completion) for c in store.candidates()
+                if c.op != "seed" and c.ok and not c.copied]
+    finally:
+        store.close()
+
+
+def mix_from_runs(run_dirs: list[Path], need: dict[str, int]) -> list[tuple[str, str]]:
+    """(task, kernel): the teacher's correct answers in search run stores (or kept
+    sft_data.jsonl files), `need[task]` of each training task at most, distinct, none a copy
+    of the naive kernel (judged again later)."""
+    from perfgym.extract import normalize
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
     for run_dir in run_dirs:
-        store = RunStore(run_dir)
-        try:
-            task = (store.config() or {}).get("task")
-            candidates = store.candidates() if need.get(task, 0) > 0 else []
-        finally:
-            store.close()
-        for c in candidates:
+        for task, answer in teacher_answers(run_dir):
             if need.get(task, 0) <= 0:
-                break
-            if c.op == "seed" or not c.ok or c.copied:
                 continue
-            code = kernel_code(task, c.completion)
+            code = kernel_code(task, answer)
             if code is None or normalize(code) in seen or naive_copy(task, code):
                 continue
             seen.add(normalize(code))
@@ -1387,9 +1406,25 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         raise InputError(f"{args.pairs} holds no pair of a training task "
                          f"({', '.join(TRAIN_TASKS)})")
     for run in args.runs:
-        if not RunStore.exists(Path(run)):
-            raise InputError(f"--runs {run} holds no search run (no run store)")
+        if Path(run).is_file():
+            check_kept_data(Path(run))
+        elif not RunStore.exists(Path(run)):
+            raise InputError(f"--runs {run} holds no search run (no run store) and is no "
+                             f"kept sft_data.jsonl")
     return seeds
+
+
+def check_kept_data(path: Path) -> None:
+    """An InputError unless `path` (a --runs file) is a kept sft_data.jsonl with at least one
+    teacher answer: any other file would give no mix, silently."""
+    try:
+        answers = kept_teacher_answers(path)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
+        raise InputError(f"--runs {path} is neither a run store nor a kept sft_data.jsonl "
+                         f"(one JSON record a line)") from None
+    if not answers:
+        raise InputError(f"--runs {path} holds no teacher answer (no mix_teacher record); "
+                         f"give the run stores or another run's kept sft_data.jsonl")
 
 
 def check_templates(prompts: str | None) -> None:

@@ -17,6 +17,7 @@ from perfgym.train.pairs import Pair
 from perfgym.train.sft_data import opened_body
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+RESULTS = BENCHMARKS / "results"
 sys.path.insert(0, str(BENCHMARKS))
 spec = importlib.util.spec_from_file_location("learning_speed", BENCHMARKS / "learning_speed.py")
 ls = importlib.util.module_from_spec(spec)
@@ -228,6 +229,21 @@ def test_the_mix_takes_correct_answers_at_about_naive_speed_but_no_copy():
                rec("dot", "WRONG_ANSWER", None, code="d"), rec("spmv", "OK", 0.95, code="e"),
                rec("histogram", "OK", 1.0, code="f")]
     assert ls.mix_from_pilot(records) == {"dot": ["a"], "spmv": ["e"]}
+
+
+def test_a_kept_sft_data_gives_the_teacher_mix_its_run_stores_gave():
+    """--runs FILE: a machine without the search run stores a run read takes the same teacher
+    answers from that run's kept sft_data.jsonl, in order, up to what each task still needs."""
+    kept = RESULTS / "learning_copies_run" / "sft_data.jsonl"
+    records = [json.loads(line) for line in kept.read_text().splitlines()]
+    teacher = [r for r in records if r["source"] == "mix_teacher"]
+    assert teacher, "the copies run's kept data has teacher answers"
+    found = ls.mix_from_runs([kept], {"dgemm": len(teacher), "dot": 3})
+    assert [t for t, _ in found] == [r["task"] for r in teacher]
+    for (_, code), r in zip(found, teacher):
+        assert code.strip() in r["completion"][-1]["content"]
+    assert len(ls.mix_from_runs([kept], {"dgemm": 2})) == 2
+    assert ls.mix_from_runs([kept], {"dot": 5}) == []
 
 
 def test_mix_copies_take_the_base_models_correct_copies_up_to_the_cap():
@@ -512,6 +528,8 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
     (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
+    (["--pairs", "TMP/good.jsonl", "--runs", "TMP/bad.jsonl"], "nor a kept sft_data.jsonl"),
+    (["--pairs", "TMP/good.jsonl", "--runs", "TMP/good.jsonl"], "holds no teacher answer"),
     (["--pairs", "TMP/good.jsonl", "--prompts", "TMP/none"], "is not a directory"),
     (["--pairs", "TMP/good.jsonl", "--prompts", "TMP/misnamed"], "overrides no template"),
 ])
