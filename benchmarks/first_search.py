@@ -8,7 +8,7 @@ against the naive kernel. One draw a run; the JSON collects draws.
 
 The model is fetched and the engine's settings for this machine chosen before the clock
 starts (`perfgym model fetch` and `perfgym.engine.probe`, the first use's costs, reported
-apart). A dgemm draw goes to `draws`, with the machine (CPU model and ISA flags), the
+apart). A dgemm draw goes to `draws`, with the machine (CPU model, generation and ISA flags), the
 wall time, the answers, `train_geomean_speedup` (the result's speedup over naive as the
 geometric mean over the train sizes: what the search judged), `confirmed` (timed again against
 naive at the default size in 5 interleaved runs: `speedup`, `low` at 95%), the held-out sizes'
@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from results_by_machine import cpu_family
 
 
 def main() -> None:
@@ -63,7 +65,8 @@ def main() -> None:
     heldout = heldout_row(run_dir, result["best_id"])
     fp = fingerprint()
     draw = {"task": args.task, "seed": args.seed, "command": "perfgym " + " ".join(command),
-            "machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
+            "machine": {"cpu": fp["cpu"], "family": cpu_family(), "isa": fp["isa"],
+                        "cores": fp["cores"]},
             "date": time.strftime("%Y-%m-%d"), "commit": _commit(),
             "wall_seconds": round(wall, 1), "model_fetch_seconds": round(fetch_seconds, 1),
             "engine_probe_seconds": round(probe_seconds, 1),
@@ -86,10 +89,10 @@ def main() -> None:
         key = "draws" if args.task == "dgemm" else "tasks"
         if key == "tasks":
             draw["confirmed_low"] = (draw["confirmed"] or {}).get("low")
-        same = (args.task, args.seed, fp["cpu"], tuple(fp["isa"]))
+        same = (args.task, args.seed, fp["cpu"], cpu_family(), tuple(fp["isa"]))
         rows = [r for r in old.get(key, [])
-                if (r["task"], r["seed"], r["machine"]["cpu"], tuple(r["machine"]["isa"]))
-                != same]
+                if (r["task"], r["seed"], r["machine"]["cpu"], r["machine"].get("family"),
+                    tuple(r["machine"]["isa"])) != same]
         path.write_text(json.dumps({**old, key: rows + [draw]}, indent=1) + "\n")
 
 

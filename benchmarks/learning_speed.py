@@ -1261,8 +1261,10 @@ def stage_machines(out: Path) -> dict:
     path = out / "machines.json"
     from results_by_machine import KIND_FLAGS
     by_stage = json.loads(path.read_text()) if path.exists() else {}
-    # (stages recorded before 72d2d7e list every ISA flag: a kind is its KIND_FLAGS alone)
-    kinds = {(m["cpu"], tuple(f for f in m["isa"] if f in KIND_FLAGS)) for m in by_stage.values()}
+    # (stages recorded before 72d2d7e list every ISA flag: a kind is its KIND_FLAGS alone; a
+    # stage that recorded no CPU generation is a kind of its own, as in every results file)
+    kinds = {(m["cpu"], m.get("family"), tuple(f for f in m["isa"] if f in KIND_FLAGS))
+             for m in by_stage.values()}
     return {"kinds": len(kinds), "by_stage": by_stage}
 
 

@@ -3,8 +3,9 @@
     from results_by_machine import record          (benchmarks/ is the script's own folder)
     record("reward_noise", result, summary={"naive time CV, alone (max)": "6.7%"}, path=args.json)
 
-The machine kind is the CPU's model name and the ISA flags that change what a figure means,
-read by perfgym.machine (the fingerprint every Outcome carries), not a second reader of
+The machine kind is the CPU's model name, its generation as the vendor numbers it (x86's
+family and model) and the ISA flags that change what a figure means, read by perfgym.machine
+and perfgym.cpuinfo (what every Outcome's fingerprint is made of), not a second reader of
 /proc/cpuinfo. A run on a new kind adds an entry and replaces none; a run on a kind the file
 already holds becomes that kind's entry, and the entry it replaces moves to the kind's
 `earlier` list, so no figure is lost. Each entry says when (`date`, UTC), at which `commit` of
@@ -36,17 +37,36 @@ RESULTS = Path(__file__).resolve().parent / "results"
 KIND_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "asimd", "sve", "sve2")
 
 
+def cpu_family() -> str | None:
+    """The CPU's generation as its vendor numbers it: 'family 25 model 17' (x86) or
+    'implementer 0x41 part 0xd0c' (Arm); None where /proc/cpuinfo gives neither. Why: a VM
+    may show one model name for several generations. 'AMD EPYC' with the same ISA flags was
+    a Zen 5 (L1d 48K, 270 GFLOP/s FP64 on 2 cores) in the sessions to 2026-11-30 and a Zen 4
+    (family 25 model 17: L1d 32K, 117 GFLOP/s) after; naive dgemm ran 1.7-2.1x slower on the
+    second, so one kind's figures would have mixed the two."""
+    from perfgym.cpuinfo import _cpuinfo
+    info = _cpuinfo()
+    if info.get("cpu family") and info.get("model"):
+        return f"family {info['cpu family']} model {info['model']}"
+    if info.get("CPU implementer") and info.get("CPU part"):
+        return f"implementer {info['CPU implementer']} part {info['CPU part']}"
+    return None
+
+
 def machine() -> dict:
-    """This machine's kind (`cpu`, `isa`: its KIND_FLAGS) and its core count."""
+    """This machine's kind (`cpu`, `family`, `isa`: its KIND_FLAGS) and its core count."""
     from perfgym.machine import cpu_model, isa_flags
-    return {"cpu": cpu_model(), "isa": [f for f in isa_flags() if f in KIND_FLAGS],
+    return {"cpu": cpu_model(), "family": cpu_family(),
+            "isa": [f for f in isa_flags() if f in KIND_FLAGS],
             "cores": len(os.sched_getaffinity(0))}
 
 
-def kind(cpu: str, isa: list[str] | None) -> str:
-    """The key of a machine kind in a results file: 'AMD EPYC | avx2 avx512f avx512_bf16'
-    (None: an old run that recorded no flags)."""
-    return f"{cpu} | {'ISA not recorded' if isa is None else ' '.join(isa) or 'no avx2'}"
+def kind(cpu: str, isa: list[str] | None, family: str | None = None) -> str:
+    """The key of a machine kind in a results file:
+    'AMD EPYC (family 25 model 17) | avx2 avx512f avx512_bf16' (isa None: an old run that
+    recorded no flags; family None: one that recorded no generation, a kind of its own)."""
+    flags = 'ISA not recorded' if isa is None else ' '.join(isa) or 'no avx2'
+    return f"{cpu}{f' ({family})' if family else ''} | {flags}"
 
 
 def commit() -> str:
@@ -91,7 +111,7 @@ def record(name: str, result: dict, summary: dict | None = None,
                                                 *sys.argv[1:]]),
              "summary": {k: str(v) for k, v in (summary or {}).items()},
              "result": result}
-    key = kind(here["cpu"], here["isa"])
+    key = kind(here["cpu"], here["isa"], here["family"])
     if old := data["machines"].get(key):
         entry["earlier"] = [{k: v for k, v in old.items() if k != "earlier"},
                             *old.get("earlier", [])]

@@ -14,7 +14,7 @@ sampler of the no-flag search (no flag names them) and its budget: 12 minutes
 the result judged at the held-out sizes and timed again against naive. `climb` is the no-flag
 command itself; the others add `--algo A --budget-minutes 12 --sizes train` and a count of
 steps the budget, not the count, ends (FLAGS). A cell's record: task, seed, algorithm, the
-machine (CPU model and ISA flags, perfgym.machine.fingerprint), commit, wall seconds,
+machine (CPU model, generation and ISA flags: results_by_machine.machine), commit, wall seconds,
 answers, the best speedup (the result's geometric mean over the train sizes; 1.0 when nothing
 beat naive), the held-out geometric mean and whether every held-out size was right, the
 confirmation, and the best-so-far speedup over the cell's wall time.
@@ -23,8 +23,8 @@ The no-flag searches of `first_search.py` (`first_search.json`: `draws`, `tasks`
 `--algo sqd` draws of `sqd_same_budget`) are the same cells and are imported as such
 (`source: first_search.json`), not run again.
 
-Cells are kept by machine kind (the CPU model and the ISA flags that change a figure:
-results_by_machine.KIND_FLAGS) and never pooled across kinds. Per kind and algorithm: the
+Cells are kept by machine kind (the CPU model, its generation, and the ISA flags that change a
+figure: results_by_machine.kind) and never pooled across kinds. Per kind and algorithm: the
 geometric mean of the best speedups (mean of logs over a task's seeds, then over the tasks
 every algorithm has a cell on) with a 95% bootstrap CI clustered by task (tasks resampled,
 then seeds within each); paired ratios on the (task, seed) groups every algorithm has;
@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_by_machine import KIND_FLAGS, RESULTS, commit, kind
+from results_by_machine import KIND_FLAGS, RESULTS, commit, cpu_family, kind
 
 ALGOS = ("climb", "sqd", "evolve", "best-of-n")
 OPTIONAL = ("refine",)
@@ -100,9 +100,10 @@ def key(task: str, seed: int, algo: str) -> str:
     return f"{task}/seed{seed}/{algo}"
 
 
-def machine_kind(cpu: str, isa: list[str]) -> str:
-    """'AMD EPYC | avx2': the CPU model and its ISA flags that change a figure."""
-    return kind(cpu, [f for f in isa if f in KIND_FLAGS])
+def machine_kind(cpu: str, isa: list[str], family: str | None = None) -> str:
+    """'AMD EPYC (family 25 model 17) | avx2': the CPU model, its generation and its ISA
+    flags that change a figure (cells that recorded no generation are a kind of their own)."""
+    return kind(cpu, [f for f in isa if f in KIND_FLAGS], family)
 
 
 def log(msg: str) -> None:
@@ -200,8 +201,10 @@ def first_search_cells(doc: dict) -> list[dict]:
             continue
         m = row["machine"]
         cell = {"task": row["task"], "seed": row["seed"], "algo": algo,
-                "machine": {"cpu": m["cpu"], "isa": m["isa"], "cores": m.get("cores")},
-                "kind": machine_kind(m["cpu"], m["isa"]), "commit": row.get("commit"),
+                "machine": {"cpu": m["cpu"], "family": m.get("family"), "isa": m["isa"],
+                            "cores": m.get("cores")},
+                "kind": machine_kind(m["cpu"], m["isa"], m.get("family")),
+                "commit": row.get("commit"),
                 "date": row.get("date"), "command": row["command"],
                 "model": CODER.title,  # the no-flag default of first_search.py's runs
                 "wall_seconds": row["wall_seconds"], "answers": row.get("answers"),
@@ -312,7 +315,8 @@ def summaries(doc: dict, tasks, seeds, algos, n: int = BOOTSTRAP) -> dict:
         dates = sorted({c["date"] for c in by_date if c.get("date")})
         commits = list(dict.fromkeys(c["commit"] for c in by_date if c.get("commit")))
         m = by_date[-1]["machine"]
-        out[k] = {"cpu": m["cpu"], "isa": m["isa"], "cores": m.get("cores"),
+        out[k] = {"cpu": m["cpu"], "family": m.get("family"), "isa": m["isa"],
+                  "cores": m.get("cores"),
                   "date": " to ".join(dict.fromkeys([dates[0], dates[-1]])) if dates else None,
                   "commit": (f"{commits[-1]} and {len(commits) - 1} earlier" if len(commits) > 1
                              else commits[0] if commits else None),
@@ -556,8 +560,10 @@ def prepare() -> dict:
                  "_measured_settings(named_gguf(search_default_model()))")
         subprocess.run([sys.executable, "-c", probe], check=True)
     fp = fingerprint()
-    return {"machine": {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"]},
-            "kind": machine_kind(fp["cpu"], fp["isa"]), "commit": commit()}
+    family = cpu_family()
+    return {"machine": {"cpu": fp["cpu"], "family": family, "isa": fp["isa"],
+                        "cores": fp["cores"]},
+            "kind": machine_kind(fp["cpu"], fp["isa"], family), "commit": commit()}
 
 
 @contextlib.contextmanager
@@ -579,7 +585,7 @@ def main(argv: list[str] | None = None) -> None:
     doc = load(args.json, model_title(search_default_model()))
     if args.first_search.is_file():
         add_cells(doc, first_search_cells(json.loads(args.first_search.read_text())))
-    here_kind = machine_kind(cpu_model(), isa_flags())
+    here_kind = machine_kind(cpu_model(), isa_flags(), cpu_family())
     if args.plan:
         print(plan_text(doc, here_kind, args.tasks, args.seeds, args.algos))
         return

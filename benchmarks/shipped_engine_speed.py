@@ -26,6 +26,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from results_by_machine import cpu_family
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,7 +63,8 @@ def main() -> None:
             else:
                 tok_s = measure_tok_s(gguf, CANDIDATES[name], ids, samples=samples,
                                       tokens=args.tokens)
-            row = {"cpu": fp["cpu"], "isa": fp["isa"], "cores": fp["cores"],
+            row = {"cpu": fp["cpu"], "family": cpu_family(), "isa": fp["isa"],
+                   "cores": fp["cores"],
                    "engine": args.engine, "setting": name,
                    "properties": CANDIDATES.get(name, {}), "prefix_caching": True,
                    "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,
@@ -73,8 +76,9 @@ def main() -> None:
     if args.json:
         path = Path(args.json)
         old = json.loads(path.read_text()) if path.exists() else {}
-        kind = (fp["cpu"], tuple(fp["isa"]), args.engine)
-        kept = [r for r in old.get("rows", []) if (r.get("cpu"), tuple(r.get("isa") or ()),
+        kind = (fp["cpu"], cpu_family(), tuple(fp["isa"]), args.engine)
+        kept = [r for r in old.get("rows", []) if (r.get("cpu"), r.get("family"),
+                                                   tuple(r.get("isa") or ()),
                                                    r.get("engine", "openvino")) != kind]
         path.write_text(json.dumps({"model": model_identity(args.model),
                                     "rows": kept + rows}, indent=2) + "\n")

@@ -681,6 +681,22 @@ def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path
     assert "2 CPU kinds" in text
 
 
+def test_two_generations_behind_one_model_name_are_two_kinds(tmp_path):
+    """The same 'AMD EPYC' and flags on a Zen 5 and a Zen 4 are two kinds (their timings
+    differ 2x); a stage that recorded no generation is a kind of its own."""
+    zen = {"cpu": "AMD EPYC", "isa": ["avx2", "avx512f"], "cores": 2}
+
+    def kinds(*families):
+        by_stage = {f"stage{i}": {**zen, **({"family": f} if f else {})}
+                    for i, f in enumerate(families)}
+        (tmp_path / "machines.json").write_text(json.dumps(by_stage))
+        return ls.stage_machines(tmp_path)["kinds"]
+    assert kinds("family 25 model 17", "family 25 model 17") == 1
+    assert kinds("family 25 model 17", "family 26 model 2") == 2
+    assert kinds(None, "family 25 model 17") == 2
+    assert kinds(None, None) == 1
+
+
 def test_the_confirm_stage_runs_last_while_faster_answers_wait_and_the_report_applies_it(
         tmp_path, monkeypatch):
     """The confirmation (learning_confirm) runs after every evaluation, only while some

@@ -30,7 +30,8 @@ FAST = 200  # bootstrap resamples in these tests
 
 def cell(task, seed, algo, speedup, machine=AMD, wall=800.0, **more):
     return {"task": task, "seed": seed, "algo": algo, "best_speedup": speedup,
-            "machine": machine, "kind": sc.machine_kind(machine["cpu"], machine["isa"]),
+            "machine": machine,
+            "kind": sc.machine_kind(machine["cpu"], machine["isa"], machine.get("family")),
             "wall_seconds": wall, "date": "2026-11-29", "commit": "abc", **more}
 
 
@@ -158,7 +159,8 @@ def test_first_search_no_flag_draws_are_climb_cells_and_its_sqd_draws_sqd_cells(
     assert [c["kind"] for c in cells[:2]] == ["AMD EPYC | avx2", "Intel Xeon | avx2 avx512f"]
     assert cells[1]["best_speedup"] == 1.0 and cells[1]["train_geomean_speedup"] == 0.9
     first = cells[0]
-    assert first["machine"] == AMD and first["commit"] == "c0ffee" and first["answers"] == 23
+    assert first["machine"] == {**AMD, "family": None}  # a draw that recorded no generation
+    assert first["commit"] == "c0ffee" and first["answers"] == 23
     assert first["heldout_geomean_speedup"] == 3.3 and first["heldout_all_ok"] is True
     assert first["wall_seconds"] == 800.0 and first["curve"] is None
     assert cells[2]["disturbed"] == "shared the cores"
@@ -237,6 +239,28 @@ def test_machine_kinds_are_never_pooled():
     assert amd["summary"]["default"] == "climb"
     assert xeon["summary"]["default"].startswith("none yet: 40 cells to run")
     assert xeon["summary"]["sqd: best speedup"].startswith("3.03x")
+
+
+def test_two_generations_behind_one_model_name_are_two_kinds_never_pooled():
+    """A VM showed 'AMD EPYC' with the same ISA flags for a Zen 5 and a Zen 4 (2.3x apart in
+    FP64 peak): the generation (x86 family and model) keeps them apart, and cells that
+    recorded none (before it was recorded) stay a kind of their own."""
+    zen5 = {**AMD, "family": "family 26 model 2"}
+    zen4 = {**AMD, "family": "family 25 model 17"}
+    doc = sc.new_doc("m")
+    sc.add_cells(doc, full_grid("climb", machine=zen5) + full_grid("sqd", seeds=(1,),
+                                                                   machine=zen4)
+                 + [cell("dgemm", 1, "evolve", 2.0)])
+    machines = sc.summaries(doc, sc.TASKS.split(","), [1, 2, 3], sc.ALGOS, n=FAST)
+    assert set(machines) == {"AMD EPYC (family 26 model 2) | avx2",
+                             "AMD EPYC (family 25 model 17) | avx2", "AMD EPYC | avx2"}
+    assert machines["AMD EPYC (family 26 model 2) | avx2"]["cells"] == 60
+    assert machines["AMD EPYC (family 26 model 2) | avx2"]["default"] == "climb"
+    assert machines["AMD EPYC (family 25 model 17) | avx2"]["cells"] == 20
+    assert machines["AMD EPYC (family 25 model 17) | avx2"]["family"] == "family 25 model 17"
+    assert machines["AMD EPYC | avx2"]["cells"] == 1
+    drawn = sc.first_search_cells({"draws": [draw("dgemm", 1, machine=zen4)]})
+    assert drawn[0]["kind"] == "AMD EPYC (family 25 model 17) | avx2"
 
 
 # -- the results file and a cell's run directory ---------------------------------------------------
