@@ -42,7 +42,7 @@ def cpu_family() -> str | None:
     'implementer 0x41 part 0xd0c' (Arm); None where /proc/cpuinfo gives neither. Why: a VM
     may show one model name for several generations. 'AMD EPYC' with the same ISA flags was
     a Zen 5 (L1d 48K, 270 GFLOP/s FP64 on 2 cores) in the sessions to 2026-11-30 and a Zen 4
-    (family 25 model 17: L1d 32K, 117 GFLOP/s) after; naive dgemm ran 1.7-2.1x slower on the
+    (family 25 model 17: L1d 32K, 117 GFLOP/s) after; naive dgemm ran 1.7-2.3x slower on the
     second, so one kind's figures would have mixed the two."""
     from perfgym.cpuinfo import _cpuinfo
     info = _cpuinfo()
