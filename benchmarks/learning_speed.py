@@ -1319,8 +1319,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default="runs/learning_speed")
     ap.add_argument("--pairs", default="benchmarks/results/teacher_pairs.jsonl",
                     help="perfgym pairs from-runs over the teacher's search run stores")
-    ap.add_argument("--runs", nargs="*", default=[], help="those run stores: the teacher's "
-                    "correct answers fill the anti-forgetting mix where the base has none")
+    ap.add_argument("--runs", nargs="*", default=[], help="those run stores (or another "
+                    "run's kept sft_data.jsonl): the teacher's correct answers fill the "
+                    "anti-forgetting mix where the base has none")
     ap.add_argument("--rewrite-pairs", type=int, default=0, metavar="N",
                     help="add up to N textbook rewrites of each training task's naive kernel "
                          "to the SFT data, each kept when faster (default 0: none)")
