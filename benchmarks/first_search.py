@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from results_by_machine import cpu_family
+from results_by_machine import machine
 
 
 def main() -> None:
@@ -37,7 +37,6 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args, flags = ap.parse_known_args()
     flags = [f for f in flags if f != "--"]
-    from perfgym.machine import fingerprint
     from perfgym.models import search_default_model
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch",
@@ -63,10 +62,9 @@ def main() -> None:
     best = result["best"] or {}
     confirmed = result.get("confirmed") or {}
     heldout = heldout_row(run_dir, result["best_id"])
-    fp = fingerprint()
+    here = machine(every_flag=True)
     draw = {"task": args.task, "seed": args.seed, "command": "perfgym " + " ".join(command),
-            "machine": {"cpu": fp["cpu"], "family": cpu_family(), "isa": fp["isa"],
-                        "cores": fp["cores"]},
+            "machine": here,
             "date": time.strftime("%Y-%m-%d"), "commit": _commit(),
             "wall_seconds": round(wall, 1), "model_fetch_seconds": round(fetch_seconds, 1),
             "engine_probe_seconds": round(probe_seconds, 1),
@@ -89,7 +87,7 @@ def main() -> None:
         key = "draws" if args.task == "dgemm" else "tasks"
         if key == "tasks":
             draw["confirmed_low"] = (draw["confirmed"] or {}).get("low")
-        same = (args.task, args.seed, fp["cpu"], cpu_family(), tuple(fp["isa"]))
+        same = (args.task, args.seed, here["cpu"], here["family"], tuple(here["isa"]))
         rows = [r for r in old.get(key, [])
                 if (r["task"], r["seed"], r["machine"]["cpu"], r["machine"].get("family"),
                     tuple(r["machine"]["isa"])) != same]

@@ -53,11 +53,12 @@ def cpu_family() -> str | None:
     return None
 
 
-def machine() -> dict:
-    """This machine's kind (`cpu`, `family`, `isa`: its KIND_FLAGS) and its core count."""
+def machine(every_flag: bool = False) -> dict:
+    """This machine's kind (`cpu`, `family`, `isa`: its KIND_FLAGS, or with `every_flag` all
+    the ISA flags perfgym reads, as a cell or a draw records them) and its core count."""
     from perfgym.machine import cpu_model, isa_flags
     return {"cpu": cpu_model(), "family": cpu_family(),
-            "isa": [f for f in isa_flags() if f in KIND_FLAGS],
+            "isa": [f for f in isa_flags() if every_flag or f in KIND_FLAGS],
             "cores": len(os.sched_getaffinity(0))}
 
 

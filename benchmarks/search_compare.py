@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_by_machine import KIND_FLAGS, RESULTS, commit, cpu_family, kind
+from results_by_machine import KIND_FLAGS, RESULTS, commit, kind, machine
 
 ALGOS = ("climb", "sqd", "evolve", "best-of-n")
 OPTIONAL = ("refine",)
@@ -549,7 +549,6 @@ def parse(argv: list[str] | None = None):
 def prepare() -> dict:
     """Before the first cell, as first_search.py: the model fetched and the engine's settings
     for this machine chosen (first-use costs, not a cell's); this machine's record."""
-    from perfgym.machine import fingerprint
     from perfgym.models import search_default_model
     from perfgym.policies import default_local_policy
     subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "fetch",
@@ -559,11 +558,9 @@ def prepare() -> dict:
                  "models import named_gguf, search_default_model; "
                  "_measured_settings(named_gguf(search_default_model()))")
         subprocess.run([sys.executable, "-c", probe], check=True)
-    fp = fingerprint()
-    family = cpu_family()
-    return {"machine": {"cpu": fp["cpu"], "family": family, "isa": fp["isa"],
-                        "cores": fp["cores"]},
-            "kind": machine_kind(fp["cpu"], fp["isa"], family), "commit": commit()}
+    here = machine(every_flag=True)
+    return {"machine": here, "kind": machine_kind(here["cpu"], here["isa"], here["family"]),
+            "commit": commit()}
 
 
 @contextlib.contextmanager
@@ -579,13 +576,13 @@ def session_lock(out: Path):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from perfgym.machine import cpu_model, isa_flags
     from perfgym.models import model_title, search_default_model
     args = parse(argv)
     doc = load(args.json, model_title(search_default_model()))
     if args.first_search.is_file():
         add_cells(doc, first_search_cells(json.loads(args.first_search.read_text())))
-    here_kind = machine_kind(cpu_model(), isa_flags(), cpu_family())
+    here = machine()
+    here_kind = machine_kind(here["cpu"], here["isa"], here["family"])
     if args.plan:
         print(plan_text(doc, here_kind, args.tasks, args.seeds, args.algos))
         return

@@ -26,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from results_by_machine import cpu_family
+from results_by_machine import machine
 
 
 def main() -> None:
@@ -41,14 +41,13 @@ def main() -> None:
     args = ap.parse_args()
 
     from perfgym.engine.probe import CANDIDATES, measure_tok_s
-    from perfgym.machine import fingerprint
     from perfgym.models import model_identity, shipped_engine_gguf
     from perfgym.policies.openvino import search_prompt_ids
 
     gguf = shipped_engine_gguf(args.model)
     if gguf is None:
         raise SystemExit(f"{args.model}: not a GGUF run as shipped (a name or a .gguf path)")
-    fp = fingerprint()
+    here = machine(every_flag=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or None
     names = args.settings.split(",") if args.settings else list(CANDIDATES)
@@ -59,12 +58,11 @@ def main() -> None:
     for name in names:
         for samples in (int(s) for s in args.samples.split(",")):
             if args.engine == "llama_cpp":
-                tok_s = llama_cpp_tok_s(gguf, ids, samples, args.tokens, fp["cores"])
+                tok_s = llama_cpp_tok_s(gguf, ids, samples, args.tokens, here["cores"])
             else:
                 tok_s = measure_tok_s(gguf, CANDIDATES[name], ids, samples=samples,
                                       tokens=args.tokens)
-            row = {"cpu": fp["cpu"], "family": cpu_family(), "isa": fp["isa"],
-                   "cores": fp["cores"],
+            row = {**here,
                    "engine": args.engine, "setting": name,
                    "properties": CANDIDATES.get(name, {}), "prefix_caching": True,
                    "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,
@@ -76,7 +74,7 @@ def main() -> None:
     if args.json:
         path = Path(args.json)
         old = json.loads(path.read_text()) if path.exists() else {}
-        kind = (fp["cpu"], cpu_family(), tuple(fp["isa"]), args.engine)
+        kind = (here["cpu"], here["family"], tuple(here["isa"]), args.engine)
         kept = [r for r in old.get("rows", []) if (r.get("cpu"), r.get("family"),
                                                    tuple(r.get("isa") or ()),
                                                    r.get("engine", "openvino")) != kind]
