@@ -17,7 +17,7 @@
  *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the median is known
  *      precisely enough (its 95% confidence interval within the target) or a cap is hit.
  *      Before every timed call one element of each perturbable input changes and the outputs
- *      are poisoned, so no call can reuse an earlier answer; the state of one secretly chosen
+ *      are poisoned (NaN, or random bytes for integers), so no call can reuse an earlier answer; the state of one secretly chosen
  *      call and of the last call is kept for checking;
  *   3. calls the kernel on set 2 (different values, different buffers) and saves the outputs.
  * After every call it checks that inputs are unchanged and that nothing was written just before
@@ -65,8 +65,8 @@ extern void pg_after(void **arrays, const long long *counts);
 #define DRY_ROUNDS 9    /* calibration rounds; the parent takes the median */
 #define STAND_IN 1e-3   /* seconds a dry round waits in place of a kernel call */
 
-/* An array's kind (the manifest's first field): 0 input, 1 output poisoned with NaN before
- * each call, 2 output zeroed before each call, 3 in place (restored to its input before each
+/* An array's kind (the manifest's first field): 0 input, 1 output poisoned before each call
+ * (poison below), 2 output zeroed before each call, 3 in place (restored to its input before each
  * call, then overwritten by the kernel). */
 #define IS_OUT(a) ((a)->is_output == 1 || (a)->is_output == 2)
 #define IN_PLACE(a) ((a)->is_output == 3)
@@ -197,13 +197,29 @@ static void write_file(const char *path, const unsigned char *src, size_t bytes)
     fclose(f);
 }
 
-/* Outputs before a call: NaN poison (is_output 1: every element must be written) or zeros
+/* An output's garbage before a call: NaN for reals; for integers, bools and structs, bytes
+ * drawn again for every call, each with its top bit set (never a bool's 0 or 1). A constant
+ * would be a value to count on: with all-ones bytes an int32 held -1, and a GRPO student's
+ * histogram wrote counts[b]++ where the bins are cleared, right only because -1 + 1 is 0. */
+static void poison(const Array *a, unsigned char *buf) {
+    if (a->is_float) {
+        memset(buf, GUARD_FILL, a->bytes);
+        return;
+    }
+    for (size_t i = 0; i < a->bytes; i += 8) {
+        uint64_t r = rng_next() | 0x8080808080808080ULL;
+        memcpy(buf + i, &r, a->bytes - i < 8 ? a->bytes - i : 8);
+    }
+}
+
+/* Outputs before a call: poison (is_output 1: every element must be written) or zeros
  * (is_output 2: the task's contract is an output that starts zeroed). */
 static void prepare_call(int set) {
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
         if (IN_PLACE(a)) memcpy(a->buf[set], a->pristine[set], a->bytes);
-        else if (IS_OUT(a)) memset(a->buf[set], a->is_output == 2 ? 0 : GUARD_FILL, a->bytes);
+        else if (a->is_output == 2) memset(a->buf[set], 0, a->bytes);
+        else if (a->is_output == 1) poison(a, a->buf[set]);
     }
 }
 

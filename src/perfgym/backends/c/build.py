@@ -140,7 +140,7 @@ def _vector_param(p, a: int) -> tuple[list[str], str, list[str]]:
                  f"    if (!pg_alias{a}) std::copy(pg_v{a}.begin(), pg_v{a}.end(), "
                  f"({t} *)arrays[{a}]);"])
     v = f"pg_v{a}"
-    # bool through bytes: an output poisoned with 0xFF reads as true, never as UB
+    # bool through bytes: a poisoned output (bytes of 0x80-0xFF) reads as true, never as UB
     elem = "unsigned char" if p.ctype == "bool" else p.ctype
     fill = (f"std::copy(p, p + {p.extent}, {v}.begin());" if p.extent else
             f"{v}.assign(p, p + counts[{a}]);")
@@ -527,7 +527,7 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
                 data[name].tofile(workdir / files[s])
         perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
         low, high = task.bounds(name, size)
-        # 0 input, 1 output poisoned with NaN before each call, 2 output zeroed before each
+        # 0 input, 1 output poisoned before each call (NaN; random bytes for integers), 2 output zeroed before each
         # call, 3 in place (restored to its input before each call)
         kind = {"in": 0, "inout": 3}.get(spec.role, 2 if spec.init == "zero" else 1)
         if dtype.kind == "b":  # perturbed to 0 or 1, never to a byte that is no bool
