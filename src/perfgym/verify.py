@@ -154,7 +154,8 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
         return next((v for v in verdicts if not v.ok),
                     Verdict(True, max(v.max_error for v in verdicts)))
     expected = np.asarray(expected)
-    if got.dtype.kind == "b":  # as bytes: an unwritten output's poison byte (0x80-0xFF) is neither true nor false
+    # as bytes: an unwritten output's poison byte (0x80-0xFF) is neither true nor false
+    if got.dtype.kind == "b":
         got, expected = got.view(np.uint8), expected.astype(bool).astype(np.uint8)
     if got.size != expected.size:
         return Verdict(False, float("inf"), f"{name} has {got.size} elements, expected "

@@ -17,8 +17,8 @@
  *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the median is known
  *      precisely enough (its 95% confidence interval within the target) or a cap is hit.
  *      Before every timed call one element of each perturbable input changes and the outputs
- *      are poisoned (NaN, or random bytes for integers), so no call can reuse an earlier answer; the state of one secretly chosen
- *      call and of the last call is kept for checking;
+ *      are poisoned (NaN, or random bytes for integers), so no call can reuse an earlier
+ *      answer; the state of one secretly chosen call and of the last call is kept for checking;
  *   3. calls the kernel on set 2 (different values, different buffers) and saves the outputs.
  * After every call it checks that inputs are unchanged and that nothing was written just before
  * or after any array. Arrays sit against PROT_NONE guard pages; the bytes between an array's end
@@ -66,8 +66,8 @@ extern void pg_after(void **arrays, const long long *counts);
 #define STAND_IN 1e-3   /* seconds a dry round waits in place of a kernel call */
 
 /* An array's kind (the manifest's first field): 0 input, 1 output poisoned before each call
- * (poison below), 2 output zeroed before each call, 3 in place (restored to its input before each
- * call, then overwritten by the kernel). */
+ * (poison below), 2 output zeroed before each call, 3 in place (restored to its input before
+ * each call, then overwritten by the kernel). */
 #define IS_OUT(a) ((a)->is_output == 1 || (a)->is_output == 2)
 #define IN_PLACE(a) ((a)->is_output == 3)
 #define HAS_INPUT(a) ((a)->is_output == 0 || IN_PLACE(a))

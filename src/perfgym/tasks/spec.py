@@ -123,7 +123,8 @@ class ArraySpec:
     # element grows by that much: keeps SPD/triangular matrices well posed) or "none".
     perturb: str = "element"
     # outputs: what they hold when the kernel is called: "garbage" (NaN poison, random bytes for
-    # integers, drawn again for every call: every element must be written) or "zero" (the contract of kernels that accumulate into their output)
+    # integers, drawn again for every call: every element must be written) or "zero" (the
+    # contract of kernels that accumulate into their output)
     init: str = "garbage"
     # an array of structs: its fields in order, name -> C type (dtype then names the struct)
     fields: tuple[tuple[str, str], ...] = ()

@@ -527,8 +527,8 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
                 data[name].tofile(workdir / files[s])
         perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
         low, high = task.bounds(name, size)
-        # 0 input, 1 output poisoned before each call (NaN; random bytes for integers), 2 output zeroed before each
-        # call, 3 in place (restored to its input before each call)
+        # 0 input, 1 output poisoned before each call (NaN; random bytes for integers), 2 output
+        # zeroed before each call, 3 in place (restored to its input before each call)
         kind = {"in": 0, "inout": 3}.get(spec.role, 2 if spec.init == "zero" else 1)
         if dtype.kind == "b":  # perturbed to 0 or 1, never to a byte that is no bool
             low, high = 0, 2
