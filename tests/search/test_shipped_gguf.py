@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("openvino_genai", reason="the local extra is not installed: "
                     "pip install 'perfgym[local]'")
-pytest.importorskip("gguf", reason="the local extra is not installed")
+pytest.importorskip("gguf", reason="the local extra is not installed: "
+                    "pip install 'perfgym[local]'")
 
 HIDDEN, HEADS, KV_HEADS, FFN, LAYERS = 64, 4, 2, 128, 2
 

@@ -60,7 +60,8 @@ def test_recipe_errors(tmp_path):
 
 
 def test_recipe_flags_override_the_recipe(tmp_path):
-    pytest.importorskip("trl", reason="the train extra is not installed")
+    pytest.importorskip("trl", reason="the train extra is not installed: "
+                        "pip install 'perfgym[train]'")
     r = perfgym("train", "recipe", "online_rl_exp1_fixed", "--smoke", "--steps", "1", "--G", "3",
                 "--output-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
