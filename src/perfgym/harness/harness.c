@@ -13,7 +13,8 @@
  * timing loop (the full run repeats and verifies that call too). With `go FD`, it loads all
  * that, then waits for the parent's word on FD before it calls anything (see main): the
  * parent starts it beside the check call. Otherwise (and after the word) the harness:
- *   1. calls the kernel on set 1 once (correctness), saving the outputs;
+ *   1. calls the kernel on set 1 once (correctness), saving the outputs (real outputs hold
+ *      huge positive values before it, and huge negative ones before step 3: see poison);
  *   2. warms up, then times calls one by one with CLOCK_MONOTONIC until the median is known
  *      precisely enough (its 95% confidence interval within the target) or a cap is hit.
  *      Before every timed call one element of each perturbable input changes and the outputs
@@ -197,13 +198,35 @@ static void write_file(const char *path, const unsigned char *src, size_t bytes)
     fclose(f);
 }
 
-/* An output's garbage before a call: NaN for reals; for integers, bools and structs, bytes
- * drawn again for every call, each with its top bit set (never a bool's 0 or 1). A constant
- * would be a value to count on: with all-ones bytes an int32 held -1, and a GRPO student's
- * histogram wrote counts[b]++ where the bins are cleared, right only because -1 + 1 is 0. */
-static void poison(const Array *a, unsigned char *buf) {
-    if (a->is_float) {
+/* What an output holds before a call. Reals: NaN in the timed loop, and in the two calls
+ * whose answers are judged whole, huge finite values: positive on set 1, negative on set 2.
+ * NaN alone was a value to count on: fmax/fmin drop it, so a max fold into an uncleared output
+ * passed; +huge defeats a max fold, -huge a min fold, NaN any arithmetic. Integers, bools and
+ * structs: bytes drawn again for every call, each with its top bit set (never a bool's 0 or 1).
+ * A constant was a value to count on: with all-ones bytes an int32 held -1, and a GRPO
+ * student's histogram wrote counts[b]++ where the bins are cleared, right only because
+ * -1 + 1 is 0. */
+enum garbage { GARBAGE_NAN, GARBAGE_HIGH, GARBAGE_LOW };
+
+static void poison(const Array *a, unsigned char *buf, enum garbage kind) {
+    /* a complex's parts are reals; a real of another width (none is built in) gets NaN */
+    size_t part = a->is_float == 2 ? a->elem / 2 : a->elem;
+    if (a->is_float && (kind == GARBAGE_NAN || (part != 4 && part != 8))) {
         memset(buf, GUARD_FILL, a->bytes);
+        return;
+    }
+    if (a->is_float) { /* a random mantissa; an exponent from 2^961 (double), 2^113 (float) */
+        uint64_t sign = kind == GARBAGE_LOW;
+        for (size_t i = 0; i + part <= a->bytes; i += part) {
+            uint64_t r = rng_next();
+            if (part == 8) {
+                uint64_t bits = sign << 63 | (0x7C0 + r % 0x3F) << 52 | (r >> 12);
+                memcpy(buf + i, &bits, 8);
+            } else {
+                uint32_t bits = (uint32_t)(sign << 31 | (0xF0 + r % 0xF) << 23 | (r >> 41));
+                memcpy(buf + i, &bits, 4);
+            }
+        }
         return;
     }
     for (size_t i = 0; i < a->bytes; i += 8) {
@@ -212,14 +235,14 @@ static void poison(const Array *a, unsigned char *buf) {
     }
 }
 
-/* Outputs before a call: poison (is_output 1: every element must be written) or zeros
+/* Outputs before a call: garbage (is_output 1: every element must be written) or zeros
  * (is_output 2: the task's contract is an output that starts zeroed). */
-static void prepare_call(int set) {
+static void prepare_call(int set, enum garbage kind) {
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
         if (IN_PLACE(a)) memcpy(a->buf[set], a->pristine[set], a->bytes);
         else if (a->is_output == 2) memset(a->buf[set], 0, a->bytes);
-        else if (a->is_output == 1) poison(a, a->buf[set]);
+        else if (a->is_output == 1) poison(a, a->buf[set], kind);
     }
 }
 
@@ -402,7 +425,7 @@ int main(int argc, char **argv) {
      * what the parent sees beyond it is the harness's own work per call. Runs before any
      * kernel code, so the kernel can neither stretch it nor rewrite the stand-in's length. */
     if (check_only) {
-        prepare_call(0);
+        prepare_call(0, GARBAGE_HIGH);
         CALL(0, "first call:");
         check_call(0, "first call:", 1);
         char path[64];
@@ -423,7 +446,7 @@ int main(int argc, char **argv) {
     mark('c', 0, -1);
     for (int d = 0; d < DRY_ROUNDS; d++) {
         perturb_inputs();
-        prepare_call(0);
+        prepare_call(0, GARBAGE_NAN);
         CALL_IF(0, 0, "dry round:");
         dry[d] = t_call;
         check_call(0, "dry round:", 0);
@@ -439,7 +462,7 @@ int main(int argc, char **argv) {
         }
 
     /* 1. correctness on set 1 */
-    prepare_call(0);
+    prepare_call(0, GARBAGE_HIGH);
     CALL(0, "first call:");
     check_call(0, "first call:", 1);
     unsigned char *first_out[MAX_ARRAYS] = {0};
@@ -463,7 +486,7 @@ int main(int argc, char **argv) {
     t_warm = now();
     while (warmups < warm_min || now() - t_warm < warm_sec) {
         perturb_inputs();
-        prepare_call(0);
+        prepare_call(0, GARBAGE_NAN);
         CALL(0, "warm-up:");
         check_call(0, "warm-up:", 0);
         warmups++;
@@ -474,7 +497,7 @@ int main(int argc, char **argv) {
     mark('t', 0, -1);
     for (;;) {
         perturb_inputs();
-        prepare_call(0);
+        prepare_call(0, GARBAGE_NAN);
         CALL(0, "timed call:");
         samples[n] = t_call;
         check_call(0, "timed call:", n == chosen);
@@ -494,7 +517,7 @@ int main(int argc, char **argv) {
     check_call(0, "timed call:", 1);
 
     /* 3. correctness on set 2 */
-    prepare_call(1);
+    prepare_call(1, GARBAGE_LOW);
     CALL(1, "second input set:");
     check_call(1, "second input set:", 1);
 

@@ -1,9 +1,12 @@
-// expect: WRONG_ANSWER size=192 message=tampering:
+// expect: WRONG_ANSWER size=256 message=tampering:
 // Does the work, and on its last call (input set 2, other buffers) rewrites the times the harness
 // measured: the harness's statics share .bss with the kernel's own, so pointer arithmetic from a
 // static of its own finds call_args[] (it holds this call's three pointers) and, just below it,
 // samples[], which it divides by 50. No banned name or instruction; the harness's decoys are not
 // touched. Only the parent's clock, which saw every timed call take its real time, catches it.
+// At 256 its hidden work (about 12 ms a call on a Zen 4) is far past the CPU witness's slack;
+// at 192 (5 ms a call there) it sat at the edge, and the run was judged a parent kept from its
+// CPU: OK, charged the parent's time, marked disturbed. No gain, but not the verdict asserted.
 #include <stdint.h>
 static const double *first_a;
 
