@@ -112,6 +112,27 @@ def test_sampling_reports_a_log_probability_per_generated_token(default):
     engine.close()
 
 
+def test_a_generation_the_engine_stops_moving_ends_at_its_step_limit(default, monkeypatch):
+    # the limit brought down to 6 steps (a prefill and a few tokens): past it the requests
+    # still running are stopped where they are, their answers cut short and said so, with a
+    # warning, and the engine serves the next call in full
+    from perfgym.engine import openvino
+    _, tokenizer, gguf = default
+    engine = openvino.OpenVINOEngine(gguf)
+    ids = [prompt_ids(tokenizer, p) for p in PROMPTS[:2]]
+    monkeypatch.setattr(openvino, "step_limit", lambda *_: 6)
+    with pytest.warns(RuntimeWarning, match="no progress in 6 steps"):
+        groups = engine.generate(ids, 2, max_tokens=200, temperature=0.7, seed=3, ignore_eos=True)
+    samples = [s for group in groups for s in group]
+    assert len(samples) == 4 and all(s.finish == "length" for s in samples)
+    assert all(0 < len(s.ids) < 10 for s in samples), [len(s.ids) for s in samples]
+    monkeypatch.undo()
+    (group,) = engine.generate(ids[:1], 1, max_tokens=20, temperature=0.7, seed=3,
+                               ignore_eos=True)
+    assert len(group[0].ids) == 20
+    engine.close()
+
+
 OPEN_PROMPT = "Make this C kernel faster.\nvoid dot_optimized(double *x, double *y, double *out, " \
               "int N) { double s = 0; for (int i = 0; i < N; i++) s += x[i] * y[i]; out[0] = s; }"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,17 +165,55 @@ class OpenVINOEngine:
             configs.append(cfg)
         handles = [self.pipe.add_request(i, ov.Tensor(np.array([ids], dtype=np.int64)), cfg)
                    for i, (ids, cfg) in enumerate(zip(prompt_ids, configs))]
-        while self.pipe.has_non_finished_requests():
-            self.pipe.step()
+        stopped = self._run(handles, step_limit(prompt_ids, n, max_tokens))
         results = []
-        for handle in handles:
+        for i, handle in enumerate(handles):
             outputs = handle.read_all()
             samples = [Sample(list(o.generated_ids), list(o.generated_log_probs),
-                              _finish(o.finish_reason)) for o in outputs]
+                              "length" if i in stopped else _finish(o.finish_reason))
+                       for o in outputs]
             if temperature <= 0:  # greedy gives one sequence: the same answer n times
                 samples = samples[:1] * n
             results.append(samples)
         return results
+
+    def _run(self, handles: list, limit: int) -> set[int]:
+        """Steps the pipeline until every request is done, or `limit` steps: then the requests
+        still running are stopped where they are, and their indices returned. A step moves
+        some request on by a token or a prefill chunk, so a run past the limit is one the
+        engine no longer moves; what its requests hold is returned, cut short, rather than a
+        wait with no end. (A CI run was killed 70 minutes into a test of grammar-constrained
+        sampling; where the engine waited is not known, and a step that never returns is
+        beyond this bound.)"""
+        import openvino_genai as og
+        steps, stopped = 0, set()
+        while self.pipe.has_non_finished_requests():
+            if steps == limit:
+                stopped = {i for i, handle in enumerate(handles)
+                           if handle.get_status() == og.GenerationStatus.RUNNING}
+                for i in stopped:
+                    handles[i].stop()
+            elif steps > limit + STOP_STEPS:
+                raise RuntimeError(f"OpenVINO GenAI made no progress in {limit} steps and did "
+                                   "not stop its requests when asked: restart the process")
+            self.pipe.step()
+            steps += 1
+        if stopped:
+            warnings.warn(f"OpenVINO GenAI made no progress in {limit} steps (at most one per "
+                          f"token asked for): {len(stopped)} requests were stopped where they "
+                          "were", RuntimeWarning, stacklevel=3)
+        return stopped
+
+
+# After the step limit, the steps a stopped request may take to leave the pipeline.
+STOP_STEPS = 100
+
+
+def step_limit(prompt_ids: list[list[int]], n: int, max_tokens: int) -> int:
+    """The most steps a generation can need: every prompt token and every token asked for,
+    one per step (the least a step does while any request can move), twice over for requests
+    the scheduler preempts and computes again, and room for the steps that finish them."""
+    return 2 * sum(len(ids) + n * max_tokens for ids in prompt_ids) + 1000
 
 
 def _finish(reason: Any) -> str:
