@@ -430,7 +430,8 @@ def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = 
     pilot_seconds = time.monotonic() - started
     plan = plan_budget(len(seeds), steps,
                        cost=machine_cost(pilot_seconds, len(records) * SIZES_PER_SPLIT))
-    plan.update(pilot_seconds=round(pilot_seconds, 1), measure_timeouts=timeouts, pilot_samples=len(records), pilot_share_faster=p0,
+    plan.update(pilot_seconds=round(pilot_seconds, 1), measure_timeouts=timeouts,
+                pilot_samples=len(records), pilot_share_faster=p0,
                 samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE,
                 prompts_dir=str(templates) if templates else None,
                 prompts_sha256=prompts_sha256(templates))

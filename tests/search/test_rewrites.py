@@ -101,6 +101,10 @@ def test_sums_into_an_array_at_an_inner_counter_are_reduced_as_a_section():
     # two lengths of one array
     "void f(double *a, double *s, int n, int m, int p) { for (int i = 0; i < n; i++) {"
     " for (int j = 0; j < m; j++) s[j] += a[j]; for (int k = 0; k < p; k++) s[k] += a[k]; } }",
+    # two inner loops of that name: whose bound is the section's, the rule does not guess
+    "void f(double *a, double *s, int n, int m) { for (int i = 0; i < n; i++) {"
+    " for (int j = 0; j < 4; j++) a[i * m + j] = 0; for (int j = 0; j < m; j++) s[j] += a[j]; }"
+    " }",
     # a scatter through data: which elements, no loop says (histogram's counts[data[i]]++)
     "void f(int *d, int *c, int n) { for (int i = 0; i < n; i++) c[d[i]]++; }",
 ])

@@ -525,15 +525,15 @@ def _section(loop, node, target, own: set[str]) -> tuple[str, str] | None:
             and _kind(target.subscript) == "ID"):
         return None
     index = target.subscript.name
-    for inner in _walk_all(loop.stmt):
-        if _kind(inner) == "For" and _loop_var(inner) == index:
-            trips = _trip_count(inner)
-            start = inner.init.decls[0].init if _kind(inner.init) == "DeclList" else None
-            if trips is None or _kind(start) != "Constant" or start.value != "0" \
-                    or _names(trips) & own:
-                return None
-            return target.name.name, _generate(trips)
-    return None
+    loops = [n for n in _walk_all(loop.stmt) if _kind(n) == "For" and _loop_var(n) == index]
+    if len(loops) != 1:
+        return None  # none, or two loops of that name: which one's bound, the tree would say
+    trips = _trip_count(loops[0])
+    start = loops[0].init.decls[0].init if _kind(loops[0].init) == "DeclList" else None
+    if trips is None or _kind(start) != "Constant" or start.value != "0" \
+            or _names(trips) & own:
+        return None
+    return target.name.name, _generate(trips)
 
 
 def _direct_names(node) -> set[str]:
