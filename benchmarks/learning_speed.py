@@ -66,35 +66,42 @@ timing is only comparable with timings from the same kind):
 6. confirm: every distinct kernel an evaluation counted faster timed again beside the naive
    kernel in interleaved rounds at every size of its split, and "faster" kept only where the
    rounds agree (learning_confirm: one draw of the baseline's time once made a near-copy
-   1.33x). `--confirm-only` runs this stage alone on a run that predates it. About 30
-   minutes for 170 kernels on the 2-core AMD EPYC: counted in the wall time (the 4 hours),
-   not in `plan_budget`'s arithmetic, which the three runs confirmed so far left room for
-   (2.31-2.51 h with it);
+   1.33x). `--confirm-only` runs this stage alone on a run that predates it. About 33
+   minutes for 170 kernels on either AMD EPYC: `plan_budget` keeps CONFIRM_SECONDS for it;
 7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
    the base model's, `forgetting`, peak RSS per arm, `faster_examples` (per task, the faster
    kernel the student wrote most often; `examples.md` for the docs page) and the goal check
    (PASS/FAIL a line).
 
-Cost (the whole experiment <= 4 h on 2 cores), from the wall seconds the first run of this
-experiment recorded on this 2-core AMD EPYC (benchmarks/results/learning_speed.json
-'wall_seconds', 5 training tasks, answers judged at one size; `COST`):
-- a student's answer judged at one size, its generation included: (593.7 + 355.4 + 847.7) s of
-  eval_base, eval_control and eval_grpo / 1,476 judgements (3 arms x 3 seeds x (104 answers
-  at one size + 20 at 3 held-out sizes)) = 1.22 s;
-- the pilot's: 135.2 s / 80 = 1.69 s; a pair judged in the data stage: 44.4 s / 17 = 2.61 s;
-- SFT: 296.9 s / 36 sequences (12 steps of 3) = 8.25 s a sequence;
-- a GRPO step (5 groups of 4): 4,003.9 s / 12 steps = 333.7 s. Its 20 answers are judged at 3
-  sizes now, without group timing: 60 x 1.22 = 73 s, about group timing's 66 s a step
-  (benchmarks/results/grpo_step.json, AMD EPYC avx2), so the step's figure stands;
-- the teacher: 131.3 s / 96 judgements = 1.37 s, doubled for its own 768-token limit (it ran
-  at 384): 2.74 s.
-Each split here has 3 sizes (every built-in task's train and held-out sets). With 3 seeds:
-pilot 10 x 8 x 3 x 1.69 = 406 s; data 10 x (16 + 6) x 3 x 2.61 = 1,724 s; SFT 3 x 96 x 8.25
-= 2,375 s; GRPO 3 x 4 x 333.7 = 4,004 s; teacher 3 x (13 x 4 + 10 x 2) x 2.74 = 591 s; that
-is 9,099 s, which leaves 5,301 s for 9 (arm, seed) evaluations of 3 x (13 N + 10 x 2) x 1.22 s:
-N = 10 answers per (task, seed) cell (4,930 s; 11 would be 5,358). Total 14,030 s, 3.9 h
-(`plan_budget` does this arithmetic; the pilot stores it). Samples per arm: 300 on the
-training tasks, 30 per held-out task, 60 at held-out sizes.
+Cost (the whole experiment <= 4 h on 2 cores). The plan is made after the pilot, on the
+machine that runs the run, from COST: seconds per unit of each stage measured by the hint run
+on the slowest kind that ran the whole experiment, the 2-core AMD EPYC Zen 4
+(benchmarks/results/learning_hint_run/wall.json; 10 training tasks, 3 sizes a split, 10
+answers a cell, 3 seeds):
+- the pilot: 678.7 s / 240 judgements (10 tasks x 8 answers x 3 sizes) = 2.83 s;
+- a pair judged in the data stage: 1,078.8 s / 660 (10 x (16 + 6) x 3) = 1.63 s;
+- the baselines: 484.1 s / 69 (task, size) timings = 7.0 s;
+- SFT: 2,971.2 s / 288 sequences (3 x 96) = 10.3 s a sequence;
+- a GRPO step (5 groups of 4): 2,252.9 s / 12 steps = 188 s;
+- the teacher: 676.0 s / 216 judgements (3 x (13 x 4 + 10 x 2)) = 3.13 s;
+- a student's answer judged at one size, its generation included: (1,572.6 + 2,573.9 +
+  1,926.5) s of eval_base, eval_control and eval_grpo / 4,050 judgements (3 arms x 3 seeds x
+  3 x (13 x 10 + 10 x 2)) = 1.50 s;
+- the confirm stage: CONFIRM_SECONDS, 2,006 s, the most it has taken.
+A figure holds on the machine it was measured on: the plan before this one, from costs the
+experiment's first run measured on another AMD EPYC, estimated 3.9 h; it ran 4.5 h on the Zen 4
+(the hint run) and 2.1 h on a Zen 5 (learning_speed.json: its judging stages 2-3x faster), and
+left out the confirm and baselines stages (41 minutes on the Zen 4). So the
+stages that generate and judge answers (pilot, data, baselines, teacher, evaluations) are
+scaled by the pilot's own seconds per judgement on this machine against 2.83 s
+(`machine_cost`; the pilot stores `pilot_seconds` and the costs it used); SFT and GRPO keep
+the Zen 4's (torch's work, the slower kind's). On the Zen 4, with 11 training tasks, 14 in
+all and 3 seeds: pilot 747 s, data 1,187 s, baselines 526 s, SFT 2,971 s, GRPO 2,253 s,
+teacher 732 s, confirm 2,006 s; that is 10,422 s, which leaves 3,978 s for 9 (arm, seed)
+evaluations of 3 x (14 N + 11 x 2) x 1.50 s: N = 5 answers per (task, seed) cell (3,725 s;
+6 would be 4,292). Total 14,147 s, 3.9 h (`plan_budget`). Samples per arm: 165 on the
+training tasks, 15 per held-out task, 66 at held-out sizes. Where the pilot runs at the Zen
+5's rate (1.22 s), N is 22.
 """
 from __future__ import annotations
 
@@ -117,7 +124,7 @@ import learning_confirm  # noqa: E402  ("faster" timed again beside the naive ke
 
 # The built-in CPU tasks but the held-out ones.
 TRAIN_TASKS = ("dgemm", "sgemm", "dgemv", "spmv", "dot", "transpose", "prefix_sum", "pdist",
-               "conv2d", "trsm")
+               "conv2d", "trsm", "colsum")
 # Held out, named before the run, each checked against the training tasks' naive kernels
 # (src/perfgym/tasks/builtin/*/naive.c) and the prompts' worked examples (prompts/
 # worked_example/, prompts/transforms/: a row loop with a local sum and y[i] = sum, dgemv's;
@@ -130,6 +137,10 @@ TRAIN_TASKS = ("dgemm", "sgemm", "dgemv", "spmv", "dot", "transpose", "prefix_su
 #   training task reads neighbours (transpose's 2-D nest moves each element once);
 # - stencil3d: a 3-D 7-point stencil with a boundary test inside the nest.
 # (spmv is a training task now: its row loop is dgemv's and the worked example's.)
+# colsum (added 2026-12-01): its fast form threads the row loop with an array-section
+# reduction, reduction(+:s[:M]), the clause the students never wrote on histogram (not one
+# section among 283 clauses, docs/training/learning-speed.md); its nest (rows added into
+# column sums) is no held-out task's. Runs before it had ten training tasks.
 HELDOUT_TASKS = ("histogram", "jacobi2d", "stencil3d")
 TASKS = TRAIN_TASKS + HELDOUT_TASKS
 SPLITS = ("train", "heldout_sizes", "heldout_task")
@@ -156,9 +167,19 @@ SFT_SEQUENCES = 96  # per seed: 32 steps of 3
 FAILURE_LOG = math.log(0.1)
 REPS = 2000  # bootstrap replicates
 KEEP_DIR = Path(__file__).resolve().parent / "results" / "learning_speed_run"
-COST = {"eval_s": (593.7 + 355.4 + 847.7) / 1476, "pilot_s": 135.2 / 80,
-        "data_s": 44.4 / 17, "sft_s": 296.9 / 36, "grpo_step_s": 4003.9 / 12,
-        "teacher_s": 2 * 131.3 / 96}
+# Seconds per unit of each stage, measured on the slowest kind that ran the whole experiment,
+# the 2-core AMD EPYC Zen 4 (family 25 model 17), by the hint run (learning_hint_run/wall.json,
+# its plan's units: 10 training tasks, 3 sizes a split, 10 answers a cell, 3 seeds); see the
+# module docstring. The answer-judging stages scale with the pilot's own rate on the machine
+# at hand (`machine_cost`); training's do not (their work is torch's, not the gym's).
+COST = {"pilot_s": 678.7 / 240, "data_s": 1078.8 / 660, "sft_s": 2971.2 / 288,
+        "grpo_step_s": 2252.9 / 12, "teacher_s": 676.0 / 216,
+        "eval_s": (1572.6 + 2573.9 + 1926.5) / 4050, "baseline_s": 484.1 / 69}
+JUDGING = ("pilot_s", "data_s", "teacher_s", "eval_s", "baseline_s")
+# Timing each faster answer again beside the naive kernel (the confirm stage): its work is the
+# count of distinct faster kernels, not known before the run; the most it took, 2,006 s (Zen
+# 5, 170 kernels; 1,968 s on the Zen 4), is kept free.
+CONFIRM_SECONDS = 2006.0
 # Kernels run on every core: the coder's speedups are OpenMP's (on one thread none of its
 # answers to dot, prefix_sum, transpose and histogram beat the naive kernel). The measure's
 # evaluations stop a kernel after 3 s and time it for 0.5 s.
@@ -238,10 +259,12 @@ def plan_budget(seeds: int, steps: int = GRPO_STEPS, cost: dict = COST,
     n = SIZES_PER_SPLIT
     fixed = {"pilot": len(TRAIN_TASKS) * PILOT_PER_TASK * n * cost["pilot_s"],
              "data": len(TRAIN_TASKS) * (MAX_PAIRS_PER_TASK + MIX_PER_TASK) * n * cost["data_s"],
+             "baselines": (len(TASKS) + len(TRAIN_TASKS)) * n * cost["baseline_s"],
              "sft": seeds * SFT_SEQUENCES * cost["sft_s"],
              "grpo": seeds * steps * cost["grpo_step_s"],
              "eval_teacher": n * (len(TASKS) * TEACHER_PER_TASK
-                                  + len(TRAIN_TASKS) * HELDOUT_SIZES_PER_CELL) * cost["teacher_s"]}
+                                  + len(TRAIN_TASKS) * HELDOUT_SIZES_PER_CELL) * cost["teacher_s"],
+             "confirm": CONFIRM_SECONDS}
 
     def evals(per_cell: int) -> float:  # base, control, grpo x seeds
         k = min(per_cell, HELDOUT_SIZES_PER_CELL)
@@ -256,6 +279,16 @@ def plan_budget(seeds: int, steps: int = GRPO_STEPS, cost: dict = COST,
             "estimated_seconds": {k: round(v) for k, v in seconds.items()},
             "estimated_total_seconds": round(sum(seconds.values())), "budget_seconds": budget,
             "cost_per_unit_seconds": {k: round(v, 3) for k, v in cost.items()}}
+
+
+def machine_cost(pilot_seconds: float, pilot_units: int, cost: dict = COST) -> dict:
+    """COST on the machine at hand: the stages that generate and judge answers scaled by the
+    pilot's seconds per unit here against COST's. A figure holds on the machine it was
+    measured on: on a Zen 5 the same stages ran 2-3x faster than on the Zen 4 (a plan from the
+    Zen 4's costs would use half the 4 hours there), and a plan from the Zen 5's costs ran
+    4.5 h on the Zen 4."""
+    scale = pilot_seconds / pilot_units / cost["pilot_s"]
+    return {k: v * scale if k in JUDGING else v for k, v in cost.items()}
 
 
 def samples_needed(p0: float, p1: float = GOAL_SHARE) -> int | None:
@@ -386,6 +419,7 @@ def base_model() -> Path:
 def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = None) -> None:
     """The base model's answers on the training tasks (sampler seed 999, none of the arms'),
     judged at the train sizes; the plan of the run."""
+    started = time.monotonic()
     timeouts = naive_timeouts(TASKS)
     answers = learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK, seed=999,
                               templates=templates, config=eval_config())
@@ -393,8 +427,11 @@ def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = 
     records = [dict(record("pilot", 999, "train", n, a, o), answer=a)
                for (n, a), o in zip(answers, outcomes)]
     p0 = sum(r["faster"] for r in records) / len(records)
-    plan = plan_budget(len(seeds), steps)
-    plan.update(measure_timeouts=timeouts, pilot_samples=len(records), pilot_share_faster=p0,
+    pilot_seconds = time.monotonic() - started
+    plan = plan_budget(len(seeds), steps,
+                       cost=machine_cost(pilot_seconds, len(records) * SIZES_PER_SPLIT))
+    plan.update(pilot_seconds=round(pilot_seconds, 1), measure_timeouts=timeouts,
+                pilot_samples=len(records), pilot_share_faster=p0,
                 samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE,
                 prompts_dir=str(templates) if templates else None,
                 prompts_sha256=prompts_sha256(templates))

@@ -67,15 +67,36 @@ def test_tasks_split_the_builtin_cpu_suite_and_the_teacher_holds_out_the_same():
 
 
 def test_plan_fits_four_hours_and_takes_the_most_answers_that_fit():
-    plan = ls.plan_budget(3)
-    assert plan["per_cell"] == 10 and plan["samples_per_arm"] == 300
+    plan = ls.plan_budget(3)  # at the Zen 4's costs, 11 training tasks
+    assert plan["per_cell"] == 5 and plan["samples_per_arm"] == 5 * 3 * len(ls.TRAIN_TASKS)
     assert plan["estimated_total_seconds"] <= ls.BUDGET_SECONDS
+    # every stage is in it, the confirmation and the baselines too
+    assert {"pilot", "data", "baselines", "sft", "grpo", "eval_teacher", "confirm",
+            "eval_students"} == set(plan["estimated_seconds"])
+    assert plan["estimated_seconds"]["confirm"] == ls.CONFIRM_SECONDS
     # one more answer per cell would not fit
     bigger = dict(ls.COST, eval_s=ls.COST["eval_s"] * 11 / 10)
     assert ls.plan_budget(3, cost=bigger)["per_cell"] < 11
     assert ls.plan_budget(3, steps=8)["per_cell"] < plan["per_cell"]  # GRPO steps cost answers
     assert ls.plan_budget(6)["per_cell"] == 0  # six seeds' SFT and GRPO alone do not fit
     assert ls.sft_steps(500) == 32 and ls.sft_steps(10) == 7  # a cap, or two passes
+
+
+def test_the_plan_scales_the_judging_stages_by_the_pilot_s_rate_on_this_machine():
+    """A figure holds on the machine it was measured on: a pilot as fast as COST's reproduces
+    COST; one 2.3x faster (a Zen 5's) scales the stages that generate and judge answers, not
+    SFT's or GRPO's, and leaves room for more answers a cell; a slower one, fewer."""
+    same = ls.machine_cost(ls.COST["pilot_s"] * 240, 240)
+    assert same == pytest.approx(ls.COST)
+    fast = ls.machine_cost(293.0, 240)
+    for k, v in ls.COST.items():
+        scaled = k in ls.JUDGING
+        assert fast[k] == pytest.approx(v * 293.0 / 240 / ls.COST["pilot_s"] if scaled else v)
+    assert ls.plan_budget(3, cost=fast)["per_cell"] > ls.plan_budget(3)["per_cell"]
+    slow = ls.machine_cost(2 * 678.7, 240)
+    assert ls.plan_budget(3, cost=slow)["per_cell"] < ls.plan_budget(3)["per_cell"]
+    for cost in (fast, ls.COST, slow):
+        assert ls.plan_budget(3, cost=cost)["estimated_total_seconds"] <= ls.BUDGET_SECONDS
 
 
 def test_grpo_settings_train_on_the_speed_reward_folded_over_train_sizes():

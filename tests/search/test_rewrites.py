@@ -61,6 +61,57 @@ def test_omp_outer_leaves_a_loop_it_cannot_show_independent(code):
     assert rewrite(code, "f", "omp_outer") is None
 
 
+def test_sums_into_an_array_at_an_inner_counter_are_reduced_as_a_section():
+    """Column sums: the row loop adds every row into s[j]; each thread adds into its own copy
+    of s (`reduction(+:s[:M])`), the textbook's fix, where the row loop was left serial."""
+    _, code, entry = naive("colsum")
+    made = rewrite(code, entry, "omp_outer")
+    assert squeeze("#pragma omp parallel for reduction(+:s[:M])\nfor (int i = 0;") in \
+        squeeze(made)
+    assert squeeze(f"if ((long)(N) * (M) > {MIN_PARALLEL_WORK})") in squeeze(made)
+    assert "#pragma omp parallel for reduction(+:s[:M]) if(" in \
+        line_edit(code, entry, "omp_outer", bound=True)
+    # a scalar sum and an array section in one clause
+    both = ("void f(double *a, double *s, double *t, int n, int m) { for (int i = 0; i < n; "
+            "i++) for (int j = 0; j < m; j++) { s[j] += a[i * m + j]; t[0] += a[i]; } }")
+    assert rewrite(both, "f", "omp_outer") is None  # t[0]: an element, not a section
+    both = both.replace("t[0] += a[i];", "total += a[i];").replace(
+        "{ for (int i", "{ double total = 0; for (int i").replace("} } }", "} t[0] = total; }")
+    assert "reduction(+:total,s[:m])" in rewrite(both, "f", "omp_outer")
+
+
+@pytest.mark.parametrize("code", [
+    # the sums are read inside the loop: a thread would read its own partial sums
+    "void f(double *a, double *s, double *t, int n, int m) { for (int i = 0; i < n; i++) {"
+    " for (int j = 0; j < m; j++) s[j] += a[i * m + j]; t[i] = s[0]; } }",
+    # the index is no inner loop's counter
+    "void f(double *a, double *s, int n, int k) { for (int i = 0; i < n; i++) s[k] += a[i]; }",
+    # the inner loop's bound names the outer counter (a triangle): no one length
+    "void f(double *a, double *s, int n) { for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < i; j++) s[j] += a[i * n + j]; }",
+    # the inner loop starts past 0
+    "void f(double *a, double *s, int n, int m) { for (int i = 0; i < n; i++)"
+    " for (int j = 1; j < m; j++) s[j] += a[i * m + j]; }",
+    # assigned, not added to: the last iteration's value, not a sum
+    "void f(double *a, double *s, int n, int m) { for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < m; j++) s[j] = a[i * m + j]; }",
+    # subtracted: only + is reduced
+    "void f(double *a, double *s, int n, int m) { for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < m; j++) s[j] -= a[i * m + j]; }",
+    # two lengths of one array
+    "void f(double *a, double *s, int n, int m, int p) { for (int i = 0; i < n; i++) {"
+    " for (int j = 0; j < m; j++) s[j] += a[j]; for (int k = 0; k < p; k++) s[k] += a[k]; } }",
+    # two inner loops of that name: whose bound is the section's, the rule does not guess
+    "void f(double *a, double *s, int n, int m) { for (int i = 0; i < n; i++) {"
+    " for (int j = 0; j < 4; j++) a[i * m + j] = 0; for (int j = 0; j < m; j++) s[j] += a[j]; }"
+    " }",
+    # a scatter through data: which elements, no loop says (histogram's counts[data[i]]++)
+    "void f(int *d, int *c, int n) { for (int i = 0; i < n; i++) c[d[i]]++; }",
+])
+def test_an_array_is_reduced_only_where_each_thread_s_copy_gives_the_sum(code):
+    assert rewrite(code, "f", "omp_outer") is None
+
+
 @pytest.mark.parametrize("code", [
     # the store names the inner counter: not one output per outer iteration
     "void f(double *a, double *y, int n) { for (int j = 0; j < n; j++) { double s = 0;"
@@ -82,7 +133,7 @@ def test_code_the_parser_cannot_read_gets_no_rewrite():
     assert applicable("void g(double *x) { for (int i = 0; i < 4; i++) x[i] = 0; }", "f") == {}
 
 
-@pytest.mark.parametrize("name", ["dgemm", "dgemv", "dot", "jacobi2d", "transpose"])
+@pytest.mark.parametrize("name", ["colsum", "dgemm", "dgemv", "dot", "jacobi2d", "transpose"])
 def test_every_rewrite_of_a_naive_kernel_compiles_and_the_gym_judges_it(name):
     """Made by rule, judged like any answer: each compiles and runs; what is wrong is a
     WRONG_ANSWER, never a crash of perfgym's own. At the smallest train size: this is about
@@ -98,6 +149,8 @@ def test_every_rewrite_of_a_naive_kernel_compiles_and_the_gym_judges_it(name):
         assert o.status.value in ("OK", "WRONG_ANSWER"), (rule, o.message)
     if name == "dgemm":
         assert evaluate(task, f"```c\n{made['sink_sum']}```", size, FAST).ok
+    if name == "colsum":  # the section reduction, threaded at its smallest train size
+        assert evaluate(task, f"```c\n{made['omp_outer']}```", size, FAST).ok
 
 
 def test_a_model_s_pathological_code_gets_no_rewrite_and_no_crash():
@@ -194,8 +247,8 @@ int main(int argc, char **argv) {
     assert run(4 * MIN_PARALLEL_WORK).split() == ["1", "0"]  # a team: thread 1 ran some
 
 
-C_TASKS = ["conv2d", "dgemm", "dgemv", "dot", "histogram", "jacobi2d", "pdist", "prefix_sum",
-           "sgemm", "spmv", "transpose", "trsm"]
+C_TASKS = ["colsum", "conv2d", "dgemm", "dgemv", "dot", "histogram", "jacobi2d", "pdist",
+           "prefix_sum", "sgemm", "spmv", "transpose", "trsm"]
 
 
 @pytest.mark.parametrize("name", C_TASKS)

@@ -25,7 +25,10 @@ The rewrites:
 - `omp_outer` (threads): `#pragma omp parallel for` on each outermost loop of the entry that
   declares its own counter and assigns no variable declared outside it, with a `reduction(+:s)`
   for a scalar it only adds to, and writes array elements only at indices that name its
-  counter outside any array read (not `counts[bin]++`). Loops nested in a parallel loop are
+  counter outside any array read (not `counts[bin]++`), or adds to an array only at an inner
+  loop's counter, which it then reduces as a section (column sums' `s[j] += A[i * M + j]`
+  under `for (i)`: `reduction(+:s[:M])`, each thread its own copy of `s`, as the prompts'
+  OpenMP transform says). Loops nested in a parallel loop are
   left alone. `omp_inner`: the same on the loops directly inside each outermost loop (a
   stencil's sweeps inside its time steps).
 - `simd_inner` (an inner loop the compiler vectorizes): `#pragma omp simd` on each innermost
@@ -471,16 +474,24 @@ def _walk_all(node):
 
 def _parallel_clause(loop) -> str | None:
     """"" or " reduction(+:a,b)" when every variable the loop's body assigns is its own or an
-    array element (a scalar declared outside it only added to), else None."""
+    array element (a scalar declared outside it only added to), else None. An array the body
+    only adds to at an inner loop's counter (`s[j] += E` inside `for (int j = 0; j < M; j++)`)
+    is reduced as a section, `reduction(+:s[:M])`: each thread adds into its own copy."""
     own = {d.name for d in _walk_all(loop) if _kind(d) == "Decl"}
     counter = _loop_var(loop)
-    sums, others = set(), set()
+    sums, others, sections, added = set(), set(), {}, []
     for n in _walk_all(loop.stmt):
         target = (n.lvalue if _kind(n) == "Assignment" else n.expr
                   if _kind(n) == "UnaryOp" and n.op in ("p++", "p--", "++", "--") else None)
         if target is not None and _kind(target) == "ArrayRef" \
                 and counter not in _direct_names(target.subscript):
-            return None  # an element other iterations may write too (counts[bin]++)
+            section = _section(loop, n, target, own)
+            if section is None:
+                return None  # an element other iterations may write too (counts[bin]++)
+            name, length = section
+            if sections.setdefault(name, length) != length:
+                return None
+            added.append(target)
         if target is not None and _kind(target) not in ("ArrayRef", "ID"):
             return None  # a write through a pointer: where, the loop cannot tell
         if _kind(n) == "Assignment" and _kind(n.lvalue) == "ID" and n.lvalue.name not in own:
@@ -494,7 +505,35 @@ def _parallel_clause(loop) -> str | None:
             return None  # a jump out of a parallel loop is illegal
     if others:
         return None
-    return f" reduction(+:{','.join(sorted(sums))})" if sums else ""
+    # a reduced array is touched only where it is added to: a read elsewhere would see one
+    # thread's partial sums
+    for name in sections:
+        if any(_kind(n) == "ArrayRef" and _kind(n.name) == "ID" and n.name.name == name
+               and not any(n is t for t in added) for n in _walk_all(loop.stmt)):
+            return None
+    clauses = sorted(sums) + [f"{name}[:{length}]" for name, length in sorted(sections.items())]
+    return f" reduction(+:{','.join(clauses)})" if clauses else ""
+
+
+def _section(loop, node, target, own: set[str]) -> tuple[str, str] | None:
+    """(array, length) when `node` adds to `target`, `ARRAY[j]`, where ARRAY is declared
+    outside `loop` and j is the counter of a loop inside it running from 0 to a bound the
+    whole nest shares (`for (int j = 0; j < M; j++)`); else None."""
+    adds = (_kind(node) == "Assignment" and node.op == "+=") or \
+        (_kind(node) == "UnaryOp" and node.op in ("p++", "++"))
+    if not (adds and _kind(target.name) == "ID" and target.name.name not in own
+            and _kind(target.subscript) == "ID"):
+        return None
+    index = target.subscript.name
+    loops = [n for n in _walk_all(loop.stmt) if _kind(n) == "For" and _loop_var(n) == index]
+    if len(loops) != 1:
+        return None  # none, or two loops of that name: which one's bound, the tree would say
+    trips = _trip_count(loops[0])
+    start = loops[0].init.decls[0].init if _kind(loops[0].init) == "DeclList" else None
+    if trips is None or _kind(start) != "Constant" or start.value != "0" \
+            or _names(trips) & own:
+        return None
+    return target.name.name, _generate(trips)
 
 
 def _direct_names(node) -> set[str]:
