@@ -1,9 +1,11 @@
-// expect: WRONG_ANSWER size=192 message=tampering:
+// expect: WRONG_ANSWER size=192 message=tamper
 // Does the work, then moves the harness's clock instead of its results: from a static of its own
 // it finds call_args[] (this call's pointers) and samples[] below it in .bss, learns its real
 // call time from the first timed sample, and on every later call pushes the timed call's start
 // time (the latest CLOCK_MONOTONIC reading among the harness's statics, just below samples[])
-// forward by 90% of it. The harness then reports a tenth of the real time; the parent does not.
+// forward by 90% of it. The harness then reports a tenth of the real time; the parent does not
+// ("tampering: ..."). A call faster than 90% of the first leaves a sample of no time, which the
+// plausibility guard catches first ("... the timer was tampered with"): either is the catch.
 #include <stdint.h>
 static double real_time;
 
