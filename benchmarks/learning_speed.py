@@ -5,7 +5,7 @@ speed add to it? An experiment designed before it runs (issue 52).
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
-        [--rename-accumulators] [--prompts DIR]
+        [--rename-accumulators] [--plain-casts] [--prompts DIR]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -58,7 +58,8 @@ timing is only comparable with timings from the same kind):
    base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
    with --mix-naive N, each training task's naive kernel N times (`naive_answers`);
    with --rename-accumulators, each reduction's scalar renamed in every answer
-   (`renamed_accumulators`), before the judging;
+   (`renamed_accumulators`), and with --plain-casts each `((long) i)` written `(long) i`
+   (`plain_casts`), before the judging;
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -70,8 +71,9 @@ timing is only comparable with timings from the same kind):
    minutes for 170 kernels on either AMD EPYC: `plan_budget` keeps CONFIRM_SECONDS for it;
 7. report: `per_sample` (each answer's kernel), ci_clustered, per-task correctness against
    the base model's, `forgetting`, peak RSS per arm, `faster_examples` (per task, the faster
-   kernel the student wrote most often; `examples.md` for the docs page) and the goal check
-   (PASS/FAIL a line).
+   kernel the student wrote most often; `examples.md` for the docs page), `heldout_forms`
+   (per arm, held-out answers with the `((long) i)` index and with an array-section
+   reduction) and the goal check (PASS/FAIL a line).
 
 Cost (the whole experiment <= 4 h on 2 cores). The plan is made after the pilot, on the
 machine that runs the run, from COST: seconds per unit of each stage measured by the hint run
@@ -594,6 +596,25 @@ def renamed_accumulators(task_name: str, code: str, ident: str) -> str:
     return code
 
 
+# `((long) i)`: a cast of one name in parentheses of its own, the climb's printed index form
+PARENTHESIZED_CAST = re.compile(r"\(\(\s*long\s*\)\s*([A-Za-z_]\w*)\s*\)")
+
+
+def plain_casts(code: str) -> str:
+    """--plain-casts: each `((long) i)` of an answer written `(long) i`, the form the naive
+    kernels use (stencil3d's `((long)x * NY + y) * NZ + z`). The same arithmetic: a cast
+    binds tighter than `*`, so `(long) i * N` widens i before the product as `((long) i) * N`
+    does.
+
+    Why a lever: 35 of the copies run's 146 SFT answers (the climb's kernels among the pairs:
+    trsm, transpose, dgemv, pdist, ...) index as `A[((long) i) * N + j]`, and the students
+    wrote that form into held-out nests where it does not fit: 20 of the copies run's 49 GRPO
+    answers to held-out tasks that do not build have a `((long) x)` on a line whose
+    parentheses do not balance, e.g. stencil3d's index as `((long)x) * (NY) + y) * (NZ) + z`
+    (the base model: none). Every changed answer is judged again like every answer."""
+    return PARENTHESIZED_CAST.sub(r"(long) \1", code)
+
+
 def kept_teacher_answers(sft_data: Path) -> list[tuple[str, str]]:
     """(task, answer): the teacher's answers in a kept run's sft_data.jsonl (its mix_teacher
     records), in their order: a machine without the search run stores that run read can
@@ -756,7 +777,8 @@ def verified_records(todo: list[tuple[str, str, str, str]], timeouts: dict[str, 
 def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               rewrites_per_task: int = 0, rewrite_form: str = "printed",
               copies_per_task: int = 0, naive_per_task: int = 0,
-              rename_accumulators: bool = False, templates: Path | None = None) -> None:
+              rename_accumulators: bool = False, plain_index_casts: bool = False,
+              templates: Path | None = None) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
@@ -793,6 +815,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     if rename_accumulators:
         todo = [(task, renamed_accumulators(task, joined, ident), source, ident)
                 for task, joined, source, ident in todo]
+    if plain_index_casts:
+        todo = [(task, plain_casts(joined), source, ident) for task, joined, source, ident in todo]
     records, failed = verified_records(todo, pilot.get("measure_timeouts", {}), templates)
     skipped.update(failed)
     records = best_rewrites(records, rewrites_per_task, skipped)
@@ -804,6 +828,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary["copies_per_task"] = copies_per_task  # the cap (--mix-copies)
     summary["naive_per_task"] = naive_per_task  # --mix-naive
     summary["rename_accumulators"] = rename_accumulators
+    summary["plain_casts"] = plain_index_casts  # --plain-casts
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -1269,6 +1294,7 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                          "before": shares_before_confirmation(rows, reps)},
         "ci_clustered": ci, "comparisons": comparisons(rows, reps), "correctness": correct,
         "correctness_changed": changed, "forgetting": forgot, "faster_examples": faster_examples(rows),
+        "heldout_forms": heldout_forms(rows),
         "faster_by_task": {arm: {**faster_by_task(rows, arm),
                                  **faster_by_task(rows, arm, "heldout_task")} for arm in ci},
         "goal": [{"passed": p, "line": line} for p, line in goals],
@@ -1291,6 +1317,27 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                      "prompts_dir": plan.get("prompts_dir"),
                      "prompts_sha256": plan.get("prompts_sha256")},
         "per_sample": rows}
+
+
+SECTION_REDUCTION = re.compile(r"reduction\s*\([^:()]+:[^)]*\[[^]]*:[^]]*\]")
+
+
+def heldout_forms(rows: list[dict]) -> dict:
+    """Per arm, its answers to the held-out tasks that carry each lever's form, and how many
+    of those are correct: the pairs' `((long) i)` index (--plain-casts takes it out of the
+    SFT data) and an array-section reduction (colsum's clause, histogram's fast form)."""
+    forms = {"parenthesized_cast": PARENTHESIZED_CAST, "section_reduction": SECTION_REDUCTION}
+    result = {}
+    for arm in sorted({r["arm"] for r in rows}):
+        mine = [r for r in rows if r["arm"] == arm and r["split"] == "heldout_task"]
+        result[arm] = {"answers": len(mine)}
+        for name, pattern in forms.items():
+            having = [r for r in mine if pattern.search(r.get("code") or "")]
+            result[arm][name] = {"answers": len(having),
+                                 "correct": sum(r["status"] == "OK" for r in having),
+                                 "by_task": {t: sum(r["task"] == t for r in having)
+                                             for t in HELDOUT_TASKS}}
+    return result
 
 
 def stage_machines(out: Path) -> dict:
@@ -1376,6 +1423,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rename-accumulators", action="store_true",
                     help="rename each reduction's scalar in the SFT answers (sum -> acc, "
                          "total, ...; judged again), so no one name is the clause's")
+    ap.add_argument("--plain-casts", action="store_true",
+                    help="write each ((long) i) of the SFT answers as (long) i, the naive "
+                         "kernels' form (judged again)")
     ap.add_argument("--prompts", default=None, metavar="DIR",
                     help="prompt templates overriding perfgym's for the base model and the "
                          "student (pilot, SFT data, GRPO, evaluations; not the teacher), "
@@ -1589,6 +1639,7 @@ def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluat
                                  copies_per_task=args.mix_copies,
                                  naive_per_task=args.mix_naive,
                                  rename_accumulators=args.rename_accumulators,
+                                 plain_index_casts=args.plain_casts,
                                  templates=templates_of(args)))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)

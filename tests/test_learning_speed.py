@@ -398,6 +398,96 @@ def test_rename_accumulators_judges_and_keeps_the_renamed_answer(tmp_path, monke
     assert json.loads((tmp_path / "data.json").read_text())["rename_accumulators"] is False
 
 
+DGEMV_CASTS = """void dgemv_optimized(double *A, double *x, double *y, int M, int N) {
+    if (((long) M) * N > 32768) {
+        #pragma omp parallel for
+        for (int i = 0; i < M; i++) {
+            double sum = 0.0;
+            for (int j = 0; j < N; j++)
+                sum += A[((long)i) * N + j] * x[(( long ) j )];
+            y[i] = sum;
+        }
+    } else {
+        for (int i = 0; i < M; i++) {
+            double sum = 0.0;
+            for (int j = 0; j < N; j++)
+                sum += A[(long)(i) * N + j] * x[j];
+            y[(long) i] = sum;
+        }
+    }
+}"""
+
+
+def test_plain_casts_unwrap_each_parenthesized_cast_of_one_name_and_nothing_else():
+    plain = ls.plain_casts(DGEMV_CASTS)
+    assert "if ((long) M * N > 32768) {" in plain
+    assert "sum += A[(long) i * N + j] * x[(long) j];" in plain
+    assert "A[(long)(i) * N + j]" in plain and "y[(long) i] = sum;" in plain  # other forms kept
+    assert ls.PARENTHESIZED_CAST.search(plain) is None
+    assert ls.plain_casts(plain) == plain
+    stencil = (get_task("stencil3d").baseline).read_text()  # the naive kernels' own form
+    assert ls.plain_casts(stencil) == stencil
+    kept = "long k = ((long) i + 1) * N; unsigned long u = ((unsigned long) i) * N;"
+    assert ls.plain_casts(kept) == kept  # a sum in the parentheses, another type
+
+
+def test_a_plain_cast_widens_before_the_product_as_the_parenthesized_one(tmp_path):
+    """The rewrite keeps the arithmetic: at 70,000 x 70,000 (past int) both forms give the
+    long product, where the cast dropped would overflow."""
+    import shutil
+    import subprocess
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not on PATH")
+    line = "long a = ((long) i) * n + j, b = %s; printf(\"%%ld %%ld\\n\", a, b);"
+    src = tmp_path / "casts.c"
+    src.write_text("#include <stdio.h>\nint main(void) { int i = 70000, n = 70000, j = 3; "
+                   + line % ls.plain_casts("((long) i) * n + j") + " return 0; }\n")
+    subprocess.run(["gcc", "-O2", "-fwrapv", "-o", str(tmp_path / "casts"), str(src)],
+                   check=True)
+    a, b = subprocess.run([str(tmp_path / "casts")], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert a == b == str(70000 * 70000 + 3)
+
+
+def test_plain_casts_judges_and_keeps_the_rewritten_answer(tmp_path, monkeypatch):
+    body = DGEMV_CASTS.split("{", 1)[1].rsplit("}", 1)[0] + "}"
+    judged = stub_data_stage(tmp_path, monkeypatch, "dgemv", body, lambda text: 2.0)
+    pairs_file = tmp_path / "pairs.jsonl"
+    ls.make_data(tmp_path, pairs_file, [], plain_index_casts=True)
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    answer = records[0]["completion"][0]["content"]
+    assert "A[(long) i * N + j]" in answer and not ls.PARENTHESIZED_CAST.search(answer)
+    assert judged and not any(ls.PARENTHESIZED_CAST.search(text) for text in judged)
+    assert json.loads((tmp_path / "data.json").read_text())["plain_casts"] is True
+    ls.make_data(tmp_path, pairs_file, [])  # the default: the answer as the teacher wrote it
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert "A[((long)i) * N + j]" in records[0]["completion"][0]["content"]
+    assert json.loads((tmp_path / "data.json").read_text())["plain_casts"] is False
+
+
+def test_heldout_forms_count_each_levers_form_in_held_out_answers_only():
+    hist_section = ("#pragma omp parallel for reduction(+:counts[:BINS])\n"
+                    "for (int i = 0; i < N; i++) counts[data[i]]++;")
+    stencil_cast = "long c = ((long)x) * (NY) + y) * (NZ) + z;"
+    rows = [{"arm": "grpo", "split": "heldout_task", "task": "histogram", "status": "OK",
+             "code": hist_section},
+            {"arm": "grpo", "split": "heldout_task", "task": "stencil3d",
+             "status": "COMPILE_ERROR", "code": stencil_cast},
+            {"arm": "grpo", "split": "heldout_task", "task": "jacobi2d", "status": "OK",
+             "code": "#pragma omp parallel for reduction(+:sum)\n"},  # a scalar: no section
+            {"arm": "grpo", "split": "train", "task": "dgemv", "status": "OK",
+             "code": DGEMV_CASTS},  # a training task: not counted
+            {"arm": "base", "split": "heldout_task", "task": "stencil3d", "status": "OK",
+             "code": get_task("stencil3d").baseline.read_text()}]
+    forms = ls.heldout_forms(rows)
+    assert forms["grpo"]["answers"] == 3 and forms["base"]["answers"] == 1
+    assert forms["grpo"]["section_reduction"] == {
+        "answers": 1, "correct": 1, "by_task": {"histogram": 1, "jacobi2d": 0, "stencil3d": 0}}
+    assert forms["grpo"]["parenthesized_cast"] == {
+        "answers": 1, "correct": 0, "by_task": {"histogram": 0, "jacobi2d": 0, "stencil3d": 1}}
+    assert forms["base"]["parenthesized_cast"]["answers"] == 0  # the naive kernel's own form
+
+
 def test_pairs_are_capped_per_task_round_robin_over_runs(monkeypatch):
     monkeypatch.setattr(ls, "MAX_PAIRS_PER_TASK", 3)
     pairs = [pair("dot", f"void f{i}() {{}}", "r1") for i in range(4)] + \
