@@ -1461,6 +1461,20 @@ def is_child(args: argparse.Namespace) -> bool:
                 or args.baselines or args.confirm)
 
 
+def check_same_run(out: Path, keep_dir: Path | None) -> None:
+    """The kept files are this run's: where `out` and `keep_dir` both hold a pilot, the two are
+    the same file. Otherwise a restore would bring another run's evaluations and confirmations
+    into this one (a `--report-only` of a new run, given the default --keep, reported the hint
+    run's teacher and confirmations as its own), and each stage's keep would write over that
+    run's committed files."""
+    if keep_dir is None:
+        return
+    here, kept = out / "pilot.json", keep_dir / "pilot.json"
+    if here.is_file() and kept.is_file() and here.read_bytes() != kept.read_bytes():
+        raise InputError(f"{keep_dir} keeps another run than {out} (their pilot.json differ): "
+                         f"pass this run's --keep, or --keep '' for none")
+
+
 def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = None) -> list[int]:
     """The seeds; an InputError names the first bad input."""
     from perfgym.store import RunStore
@@ -1479,6 +1493,7 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     if args.mix_naive < 0:
         raise InputError("--mix-naive is 0 or more")
     check_templates(args.prompts)
+    check_same_run(out, keep_dir)
     if args.report_only or args.confirm_only:
         if not (out / "pilot.json").is_file() and not (keep_dir and
                                                        (keep_dir / "pilot.json").is_file()):

@@ -756,6 +756,33 @@ def test_the_driver_restores_and_keeps_by_default_and_not_with_an_empty_keep(tmp
     assert exc.value.code == 2 and not (tmp_path / "b" / "pilot.json").exists()
 
 
+def test_another_runs_kept_files_are_neither_restored_nor_written_over(tmp_path, monkeypatch,
+                                                                         capsys):
+    """A run given another run's --keep (the default, in a report of a new run) stops with one
+    line before it copies a file either way."""
+    kept = tmp_path / "kept"
+    (kept / "eval").mkdir(parents=True)
+    (kept / "pilot.json").write_text('{"per_cell": 4}')
+    (kept / "eval" / "teacher_seed1.json").write_text('{"records": []}')
+    (kept / "confirm.json").write_text("{}")
+    out = tmp_path / "new"
+    out.mkdir()
+    (out / "pilot.json").write_text('{"per_cell": 7}')
+    monkeypatch.setattr(ls, "stages", lambda *a: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(ls, "report", lambda *a: "report")
+    for extra in (["--report-only"], ["--confirm-only"], []):
+        with pytest.raises(SystemExit) as exc:
+            ls.main(["--out", str(out), "--keep", str(kept), *extra])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "keeps another run" in err and "--keep" in err
+    assert sorted(p.name for p in out.rglob("*")) == ["pilot.json"]  # nothing restored
+    assert (kept / "pilot.json").read_text() == '{"per_cell": 4}'  # nothing written over
+    (out / "pilot.json").write_text('{"per_cell": 4}')  # the same run: restored as before
+    ls.main(["--out", str(out), "--keep", str(kept), "--report-only"])
+    assert (out / "eval" / "teacher_seed1.json").is_file()
+
+
 def test_each_stage_records_its_cpu_and_a_run_over_two_kinds_is_flagged(tmp_path, monkeypatch):
     def child(argv):
         flag, rest = argv[8], argv[9:]
