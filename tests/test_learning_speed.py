@@ -320,6 +320,13 @@ def stub_data_stage(tmp_path, monkeypatch, task_name: str, body: str, speedup) -
     return judged
 
 
+def first_sft_answer(tmp_path, **settings) -> str:
+    """The data stage over `stub_data_stage`'s pair with `settings`: its first answer."""
+    ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], **settings)
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    return records[0]["completion"][0]["content"]
+
+
 def test_mix_naive_adds_each_training_tasks_naive_kernel_and_no_held_out_one(tmp_path,
                                                                              monkeypatch):
     judged = stub_data_stage(tmp_path, monkeypatch, "dot", FAST_DOT,
@@ -385,16 +392,12 @@ def test_rename_accumulators_judges_and_keeps_the_renamed_answer(tmp_path, monke
     import re
     body = DGEMV_REDUCTION.split("{", 1)[1].rsplit("}", 1)[0] + "}"
     judged = stub_data_stage(tmp_path, monkeypatch, "dgemv", body, lambda text: 2.0)
-    pairs_file = tmp_path / "pairs.jsonl"
-    ls.make_data(tmp_path, pairs_file, [], rename_accumulators=True)
-    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
-    answer = records[0]["completion"][0]["content"]
+    answer = first_sft_answer(tmp_path, rename_accumulators=True)
     assert "reduction(+:" in answer and not re.search(r"\bsum\b", answer)
     assert judged and all(not re.search(r"\bsum\b", text) for text in judged)  # judged renamed
     assert json.loads((tmp_path / "data.json").read_text())["rename_accumulators"] is True
-    ls.make_data(tmp_path, pairs_file, [])  # the default: the answer as the teacher wrote it
-    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
-    assert "reduction(+:sum)" in records[0]["completion"][0]["content"]
+    # the default: the answer as the teacher wrote it
+    assert "reduction(+:sum)" in first_sft_answer(tmp_path)
     assert json.loads((tmp_path / "data.json").read_text())["rename_accumulators"] is False
 
 
@@ -452,16 +455,12 @@ def test_a_plain_cast_widens_before_the_product_as_the_parenthesized_one(tmp_pat
 def test_plain_casts_judges_and_keeps_the_rewritten_answer(tmp_path, monkeypatch):
     body = DGEMV_CASTS.split("{", 1)[1].rsplit("}", 1)[0] + "}"
     judged = stub_data_stage(tmp_path, monkeypatch, "dgemv", body, lambda text: 2.0)
-    pairs_file = tmp_path / "pairs.jsonl"
-    ls.make_data(tmp_path, pairs_file, [], plain_index_casts=True)
-    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
-    answer = records[0]["completion"][0]["content"]
+    answer = first_sft_answer(tmp_path, plain_index_casts=True)
     assert "A[(long) i * N + j]" in answer and not ls.PARENTHESIZED_CAST.search(answer)
     assert judged and not any(ls.PARENTHESIZED_CAST.search(text) for text in judged)
     assert json.loads((tmp_path / "data.json").read_text())["plain_casts"] is True
-    ls.make_data(tmp_path, pairs_file, [])  # the default: the answer as the teacher wrote it
-    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
-    assert "A[((long)i) * N + j]" in records[0]["completion"][0]["content"]
+    # the default: the answer as the teacher wrote it
+    assert "A[((long)i) * N + j]" in first_sft_answer(tmp_path)
     assert json.loads((tmp_path / "data.json").read_text())["plain_casts"] is False
 
 
