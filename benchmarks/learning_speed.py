@@ -1273,7 +1273,10 @@ def run_confirm(out: Path, plan: dict) -> None:
 def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
               reps: int = REPS) -> dict:
     confirmed = confirmations(out)
-    rows = learning_confirm.apply(per_sample(out), confirmed)
+    # the seeds asked for (--seeds 1,2 of a run whose seed 3 is under way); the teacher is
+    # evaluated once, under the first seed of the run
+    asked = [r for r in per_sample(out) if r["seed"] in seeds or r["arm"] == "teacher"]
+    rows = learning_confirm.apply(asked, confirmed)
     ci = ci_clustered(rows, reps)
     correct = correctness(rows)
     changed = correctness(rows, changed_only=True)

@@ -878,7 +878,7 @@ def test_the_confirm_stage_runs_last_while_faster_answers_wait_and_the_report_ap
               tmp_path, [1], {}, {})
     assert ran == ["--confirm"]
     (tmp_path / "baselines.json").unlink()  # the stand-in's, not the stage's schema
-    result = ls.summarize(tmp_path, [1], {"per_cell": 4}, {}, {}, reps=5)
+    result = ls.summarize(tmp_path, [1, 2], {"per_cell": 4}, {}, {}, reps=5)
     faster = {r["code"]: r["faster"] for r in result["per_sample"] if r["arm"] == "grpo"}
     assert faster == {"fast": True, "noise": False, "new": False}
     assert result["confirmation"]["by_split"] == {
@@ -887,6 +887,10 @@ def test_the_confirm_stage_runs_last_while_faster_answers_wait_and_the_report_ap
     # grpo: every answer faster before; after, 1 of seed 1's 2 and 0 of seed 2's 1
     assert result["confirmation"]["before"]["grpo"]["train"]["faster"] == 1.0
     assert result["ci_clustered"]["grpo"]["train"]["faster"] == 0.25
+    # a report of seed 1 alone counts seed 1's answers alone (seed 2's file is on disk)
+    seed1 = ls.summarize(tmp_path, [1], {"per_cell": 4}, {}, {}, reps=5)
+    assert {r["code"] for r in seed1["per_sample"] if r["arm"] == "grpo"} == {"fast", "noise"}
+    assert seed1["ci_clustered"]["grpo"]["train"]["faster"] == 0.5
 
 
 def test_a_report_without_confirmations_says_so(tmp_path):
