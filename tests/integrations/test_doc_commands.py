@@ -88,7 +88,7 @@ def exported_prompt_tokens() -> int:
 
 def test_verl_page_command_composes_and_holds_the_exported_prompts():
     pytest.importorskip("verl", reason="verl is not installed: pip install --no-deps verl==0.9.1")
-    pytest.importorskip("transformers", reason="the local extra is not installed")
+    pytest.importorskip("transformers", reason="the local extra is not installed: pip install 'perfgym[local]'")
     from hydra import compose, initialize_config_dir
     spec = importlib.util.find_spec("verl.trainer")
     words = command("verl.md", "python -m verl.trainer.main_ppo")[3:]
@@ -102,7 +102,7 @@ def test_verl_page_command_composes_and_holds_the_exported_prompts():
 
 
 def test_the_example_reward_sends_a_task_and_stage_the_service_accepts(monkeypatch):
-    pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
+    pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra: pip install 'perfgym[serve]'")
     from perfgym.integrations.dataset import rows
     from perfgym.serve import Candidate
     from perfgym.tasks import builtin_names

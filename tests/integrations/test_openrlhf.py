@@ -17,8 +17,8 @@ import pytest
 
 pytest.importorskip("openrlhf", reason="the openrlhf extra is not installed: pip install "
                     "'perfgym[openrlhf]' && pip install --no-deps openrlhf==0.11.2")
-pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
-pytest.importorskip("transformers", reason="the tokenizer needs the local extra")
+pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra: pip install 'perfgym[serve]'")
+pytest.importorskip("transformers", reason="the tokenizer needs the local extra: pip install 'perfgym[local]'")
 
 from answers import ANSWERS, LABEL, SIZE, TASK, eval_reward  # noqa: E402
 from service import running_service  # noqa: E402

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
+pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra: pip install 'perfgym[serve]'")
 httpx = pytest.importorskip("httpx", reason="the test extra is not installed: "
                             "pip install 'perfgym[test]'")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="the cluster extra is not installed")
-pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra")
+pytest.importorskip("ray", reason="the cluster extra is not installed: pip install 'perfgym[cluster]'")
+pytest.importorskip("fastapi", reason="perfgym serve needs the serve extra: pip install 'perfgym[serve]'")
 httpx = pytest.importorskip("httpx", reason="the test extra is not installed: "
                             "pip install 'perfgym[test]'")
 

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 
 pytest.importorskip("verifiers.v1", reason="the verifiers extra is not installed: pip install "
                     "'perfgym[verifiers]'")
-pytest.importorskip("fastapi", reason="transformers serve needs the serve extra")
-pytest.importorskip("transformers", reason="transformers serve needs the local extra")
+pytest.importorskip("fastapi", reason="transformers serve needs the serve extra: pip install 'perfgym[serve]'")
+pytest.importorskip("transformers", reason="transformers serve needs the local extra: pip install 'perfgym[local]'")
 
 from answers import SIZE, TASK  # noqa: E402
 

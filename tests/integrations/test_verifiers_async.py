@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-vf = pytest.importorskip("verifiers.v1", reason="the verifiers extra is not installed")
+vf = pytest.importorskip("verifiers.v1", reason="the verifiers extra is not installed: pip install 'perfgym[verifiers]'")
 
 from answers import ANSWERS, LABEL  # noqa: E402
 from perfgym import lane  # noqa: E402

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("verl", reason="the verl extra is not installed: pip install "
                     "'perfgym[verl]' && pip install --no-deps verl==0.9.1")
-pytest.importorskip("transformers", reason="the tokenizer needs the local extra")
+pytest.importorskip("transformers", reason="the tokenizer needs the local extra: pip install 'perfgym[local]'")
 
 from answers import ANSWERS, LABEL, SIZE, TASK, eval_reward, fresh_digest  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_the_exported_row_is_what_verl_reads(batch):
 def test_the_prompt_is_perfgyms_own_grpo_prompt(batch):
     """dataset.task_prompt keeps the train extra out of the export; it must not drift from
     the prompt perfgym's GRPO sends."""
-    pytest.importorskip("trl", reason="the train extra is not installed")
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
     from perfgym import EvalConfig, get_task
     from perfgym.machine import machine_info
     from perfgym.train.grpo import task_prompt
