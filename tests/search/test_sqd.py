@@ -135,6 +135,46 @@ def test_a_budget_with_room_runs_every_restart(tmp_path, replay_file, dgemm):
     assert not list(store.events("restarts_stopped"))
 
 
+class Clock:
+    """SQD's budget clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_iteration_runs_only_the_children_that_fit_the_budget(
+        tmp_path, replay_file, dgemm, monkeypatch):
+    """Each answer takes 5 s of the clock. Iteration 1 (8 children) ends at 40 s of 100;
+    iteration 2 plans 20 and 60 s hold 12, one child of each of its 5 nodes before any
+    second; iteration 3 has no time left and is not begun (before, every iteration of a draw
+    ran to its end: one ended 82 s past a 12-minute budget)."""
+    store = RunStore(tmp_path / "run")
+    engine = Engine(store, ReplayPolicy(replay_file), dgemm, FAST, "tiered")
+    clock = Clock()
+    real = engine.run_steps
+
+    def timed(steps):
+        out = real(steps)
+        clock.now += 5 * sum(1 for s in steps if s.op != "seed")
+        return out
+
+    monkeypatch.setattr(engine, "run_steps", timed)
+    SQD(engine, SQDConfig(iterations=3, G=4, budget_seconds=100), clock=clock).run()
+    by_iter = Counter(c.iteration for c in store.candidates())
+    assert by_iter == {0: 1, 1: 8, 2: 12}
+    assert clock.now - 1000.0 <= 100
+    it2 = Counter(c.parent_id for c in store.candidates() if c.iteration == 2)
+    assert sorted(it2.values()) == [2, 2, 2, 3, 3]  # 5 nodes, 5 parents
+    assert [d["iteration"] for _, _, d in store.events("budget_spent")] == [3]
+    # resumed past its budget, it keeps what it has and draws nothing more
+    clock.now += 50
+    SQD(engine, SQDConfig(iterations=3, G=4, budget_seconds=100), clock=clock).run()
+    assert Counter(c.iteration for c in store.candidates()) == by_iter
+
+
 def test_the_no_flag_search_repairs_nothing_and_draws_while_its_budget_lasts():
     from perfgym.cli.search_plan import (NO_FLAG_BUDGET_MINUTES, NO_FLAG_RATIOS, RATIOS,
                                     sqd_defaults)

@@ -20,7 +20,9 @@ Restarts: with `restarts` R > 1 the T iterations run again from the seed, up to 
 One search's best is a draw with a wide spread (on dgemm the coder's ranged from 1.00x to
 4.75x over seeds), and the pools grow G-fold each iteration, so a second draw costs far less
 than a fourth iteration. With `budget_seconds`, a restart starts only when the time spent so
-far plus the longest restart yet still fits the budget.
+far plus the longest restart yet still fits the budget, and an iteration runs only the children
+that fit the time left at the slowest time per answer yet: a budget is a budget, whatever
+iteration is running (the last one of a draw is the largest, and once ran 82 s past 12 minutes).
 """
 from __future__ import annotations
 
@@ -81,11 +83,12 @@ class SQD:
     engine: Engine
     config: SQDConfig = field(default_factory=SQDConfig)
     on_iteration: Callable[[int, list[Candidate]], None] | None = None
+    clock: Callable[[], float] = time.time  # the budget's clock (a test moves its own)
 
     def run(self) -> Candidate | None:
         store = self.engine.store
         if not any(store.events("sqd_started")):  # (a resumed run keeps its first start)
-            store.event("sqd_started")
+            store.event("sqd_started", at=self.clock())
         seed = self._seed()
         done = store.done_iterations()
         T = self.config.iterations
@@ -101,14 +104,19 @@ class SQD:
                                     budget=self.config.budget_seconds)
                     break
                 if r + 1 not in self._restart_times():
-                    store.event("restart", restart=r + 1, first_iteration=first)
+                    store.event("restart", restart=r + 1, first_iteration=first,
+                                at=self.clock())
             for t in range(first, first + T):
                 if t in done:
                     continue
                 pool = {self.config.stages[0]: [seed]} if t == first else self.pool(t - 1, seed)
-                steps = self.plan(t, seed, pool)
+                steps = self._fit(self.plan(t, seed, pool))
+                if not steps:  # the budget is spent: later iterations fit no better
+                    store.event("budget_spent", iteration=t, budget=self.config.budget_seconds)
+                    return store.best()
                 children = self.engine.run_steps(steps)
-                store.event("iteration_done", iteration=t, restart=r + 1, **summary(children))
+                store.event("iteration_done", iteration=t, restart=r + 1, at=self.clock(),
+                            **summary(children))
                 if self.on_iteration:
                     self.on_iteration(t, children)
         return store.best()
@@ -123,19 +131,52 @@ class SQD:
         if budget is None:
             return True
         starts = self._restart_times()
-        ends = {d["iteration"]: ts for ts, _, d in self.engine.store.events("iteration_done")}
+        ends = {d["iteration"]: d.get("at", ts)
+                for ts, _, d in self.engine.store.events("iteration_done")}
         T = self.config.iterations
         longest = max((ends[k * T] - start for k, start in starts.items() if k * T in ends),
                       default=0.0)
-        return time.time() - starts[1] + longest <= budget
+        return self.clock() - starts[1] + longest <= budget
 
     def _restart_times(self) -> dict[int, float]:
         """When each restart began (1: the search itself)."""
         store = self.engine.store
-        times = {1: next(ts for ts, _, _ in store.events("sqd_started"))}
+        times = {1: next(d.get("at", ts) for ts, _, d in store.events("sqd_started"))}
         for ts, _, d in store.events("restart"):
-            times.setdefault(d["restart"], ts)
+            times.setdefault(d["restart"], d.get("at", ts))
         return times
+
+    def _fit(self, steps: list[Step]) -> list[Step]:
+        """The steps that fit the budget: the ones already in the store (a resumed run keeps
+        them), and of the rest as many as the time left holds at the slowest time per answer
+        yet, one child per node before any node's second (all of them before an iteration
+        has ended: nothing to go by)."""
+        per_answer = self._seconds_per_answer()
+        if self.config.budget_seconds is None or per_answer is None:
+            return steps
+        left = self.config.budget_seconds - (self.clock() - self._restart_times()[1])
+        store = self.engine.store
+        new = [i for i, s in enumerate(steps) if store.by_slot(s.slot) is None]
+        fits = max(0, int(left // per_answer))
+        # slots end in the child's number g: g = 0 of every node first, then g = 1, ...
+        new.sort(key=lambda i: (int(steps[i].slot.rsplit(":", 1)[1]), i))
+        cut = set(new[fits:])
+        return [s for i, s in enumerate(steps) if i not in cut]
+
+    def _seconds_per_answer(self) -> float | None:
+        """The slowest time per child of the iterations run yet, each timed from the end of
+        the one before (or its restart's start), the model's answers and their judging both."""
+        marks = ("sqd_started", "restart", "iteration_done")
+        last, slowest = None, None
+        for ts, kind, d in self.engine.store.events():
+            if kind not in marks:
+                continue
+            at = d.get("at", ts)
+            if kind == "iteration_done" and last is not None and d.get("children"):
+                per = (at - last) / d["children"]
+                slowest = per if slowest is None else max(slowest, per)
+            last = at
+        return slowest
 
     def _seed(self) -> Candidate:
         store = self.engine.store
