@@ -102,3 +102,41 @@ def test_fixed_prompts_of_several_tasks_are_judged_at_each_tasks_own_train_sizes
     for task in (dgemm, dgemv):
         want = {tuple(sorted(s.items())) for s in task.sizes("train")}
         assert {size for name, size in asked if name == task.name} == want
+
+
+def test_edit_answers_are_made_on_the_prompts_kernel_then_judged_and_kept(tmp_path):
+    """answer_form "edits": the reward makes each answer's SEARCH/REPLACE edits on the kernel
+    its prompt showed, judges the result and keeps it in the run store; an edit that does not
+    apply is a FORMAT_ERROR, and an answer that is a whole kernel is judged as one."""
+    from perfgym import EvalConfig
+    from perfgym.edits import DIVIDER, REPLACE, SEARCH
+    from perfgym.store import RunStore
+    from perfgym.tasks import get_task
+    from perfgym.train.grpo import PerfgymReward, prompt_kernel
+    dot = get_task("dot")
+    config = EvalConfig(use_cache=False, compare_baseline=False, timeout=5.0)
+    store = RunStore(tmp_path / "run")
+    reward = PerfgymReward(dot, store, config, "tiered", G=3, prompts={"p-dot": (dot, None)})
+    kernel = prompt_kernel(dot, config)
+    reward.parents = {"p-dot": kernel}
+    loop = next(x for x in kernel.splitlines() if x.strip().startswith("for"))
+    good = f"{SEARCH}\n{loop}\n{DIVIDER}\n#pragma omp simd reduction(+:sum)\n{loop}\n{REPLACE}"
+    bad = f"{SEARCH}\nfor (int i = 1; i < N; i++)\n{DIVIDER}\nx\n{REPLACE}"
+    whole = "```c\n" + kernel + "```"
+    rewards = reward.score(["p-dot"] * 3, [good, bad, whole], {})
+    by_slot = {c.slot: c for c in store.candidates()}
+    made, broken, kept = (by_slot[f"grpo:fixed:0:{i}"] for i in range(3))
+    assert made.status == "OK" and "#pragma omp simd reduction(+:sum)" in made.completion
+    assert SEARCH not in made.completion and loop.strip() in made.completion
+    assert broken.status == "FORMAT_ERROR" and rewards[1] < rewards[0]
+    assert kept.status == "OK"
+
+
+def test_edit_answers_need_the_improve_prompt_and_plain_answers():
+    from perfgym.train.grpo import GRPOSettings
+    GRPOSettings(None, task="dot", prompt_op="improve", answer_form="edits")  # fine
+    for bad in ({"prompt_op": "generate"}, {"answer_start": True}, {"mode": "sqd"}):
+        with pytest.raises(ValueError, match="edit answers edit the improve prompt's kernel"):
+            GRPOSettings(None, task="dot", **{"prompt_op": "improve", "answer_form": "edits", **bad})
+    with pytest.raises(ValueError, match="answer_form"):
+        GRPOSettings(None, task="dot", answer_form="diff")

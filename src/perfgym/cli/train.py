@@ -78,6 +78,10 @@ def train_grpo(
         None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
         "answer and the model the body; the parse tier is not paid (default: on for the "
         "default model in fixed mode)"),
+    answer_form: str = typer.Option("code", help="code: each answer is a whole kernel; "
+                                    "edits: SEARCH/REPLACE blocks of the improve prompt's "
+                                    "kernel, made by perfgym before judging (--prompt-op "
+                                    "improve; answers not opened)"),
     turns: int = typer.Option(1, help="multi-turn: turns per rollout, each later one "
                               "answering the gym's feedback on the one before (fixed mode, "
                               "the openvino or server engine)"),
@@ -151,8 +155,9 @@ def _grpo_settings(flags: SimpleNamespace):
         vllm_server_url=flags.vllm_server_url, engine=engine, server_url=flags.server_url,
         save_steps=flags.save_steps, templates=str(flags.templates) if flags.templates else None,
         sizes=flags.sizes, prompt_op=flags.prompt_op,
-        answer_start=(model_path is None and mode == "fixed") if answer_start is None
-        else answer_start, turns=flags.turns, turn_return=flags.turn_return, gamma=flags.gamma,
+        answer_start=(model_path is None and mode == "fixed" and flags.answer_form == "code")
+        if answer_start is None else answer_start, answer_form=flags.answer_form,
+        turns=flags.turns, turn_return=flags.turn_return, gamma=flags.gamma,
         bf16=flags.bf16, micro_batch=flags.micro_batch, ray_address=flags.ray_address,
         shared_prefix=flags.shared_prefix, group_timing=flags.group_timing,
         gradient_checkpointing=flags.gradient_checkpointing, low_memory=flags.low_memory)

@@ -27,6 +27,7 @@ from ..executors import evaluate_many
 from ..multisize import evaluate_folded
 from ..outcome import Outcome, Status
 from ..backends import backend_for
+from ..edits import resolve_answer
 from ..opening import STOP, answer_start, closed, full_answer
 from ..prompts import expand_prompt, generate_prompt
 from ..rewards import score
@@ -111,6 +112,9 @@ class GRPOSettings:
     # kernel (what a search asks first); answer_start: perfgym opens each answer (opening.py)
     prompt_op: str = "generate"
     answer_start: bool = False
+    # "code": each answer is a whole kernel; "edits": SEARCH/REPLACE blocks of the kernel in
+    # the improve prompt (perfgym.edits), made by perfgym before the answer is judged
+    answer_form: str = "code"
     # multi-turn (fixed mode, the engine): each rollout is up to `turns` turns, each later turn
     # answering the gym's feedback on the one before (perfgym.train.multiturn); the reward is
     # the trajectory's return (perfgym.train.turns): best, last or discounted (gamma)
@@ -128,6 +132,12 @@ class GRPOSettings:
                              "are for judging the trained model)")
         if self.prompt_op not in ("generate", "improve"):
             raise ValueError(f"prompt_op {self.prompt_op!r} is not 'generate' or 'improve'")
+        if self.answer_form not in ("code", "edits"):
+            raise ValueError(f"answer_form {self.answer_form!r} is not 'code' or 'edits'")
+        if self.answer_form == "edits" and (self.mode != "fixed" or self.prompt_op != "improve"
+                                            or self.answer_start or self.turns > 1):
+            raise ValueError("edit answers edit the improve prompt's kernel: fixed mode, "
+                             "prompt_op improve, answers not opened, one turn")
         if self.mode == "sqd" and ("," in self.task or self.answer_start):
             raise ValueError("sqd mode trains on one task and does not open answers")
         if self.mode not in ("fixed", "sqd"):
@@ -197,6 +207,8 @@ class PerfgymReward:
         self.size_set = size_set
         # several tasks (fixed mode): each prompt text's task and opening (None: not opened)
         self.prompts = prompts or {}
+        # edit answers (answer_form "edits"): each prompt text's kernel, which they edit
+        self.parents: dict[str, str] = {}
         self.__name__ = f"perfgym_{scheme}"  # TRL logs rewards under the function's name
         self.task, self.store, self.eval_config = task, store, eval_config
         self.scheme, self.G, self.stage = scheme, G, stage
@@ -225,6 +237,9 @@ class PerfgymReward:
         # stop string), after perfgym's opening
         texts = [full_answer(opening, closed(t)) if opening else t
                  for t, (_, opening) in zip(texts, tasks)]
+        if self.parents:  # the kernel with the answer's edits made is what is judged and kept
+            texts = [resolve_answer(t, self.parents[p])[0] if p in self.parents else t
+                     for t, p in zip(texts, prompt_texts)]
         configs = [self.eval_config.replace(stage=s) for s in stages]
 
         def judge(indices: list[int], cfgs: list[EvalConfig]) -> list[Outcome]:
@@ -384,12 +399,16 @@ def task_prompt(task: Task, op: str, stage: int | None, machine: dict[str, Any],
     evaluation: "generate" from the task alone, or "improve" the task's naive kernel (what a
     search asks first). One function, so the three never drift apart."""
     if op == "improve":
-        backend = backend_for(task)
-        seed = backend.baseline_candidate(task, config)[0]
-        shown = {"status": "OK", "message": f"the task's {backend.baseline_label} kernel"}
-        return expand_prompt(task, "improve", seed, shown, stage, machine,
-                             override_dir=templates, config=config)
+        shown = {"status": "OK",
+                 "message": f"the task's {backend_for(task).baseline_label} kernel"}
+        return expand_prompt(task, "improve", prompt_kernel(task, config), shown, stage,
+                             machine, override_dir=templates, config=config)
     return generate_prompt(task, stage, machine, override_dir=templates, config=config)
+
+
+def prompt_kernel(task: Task, config: EvalConfig) -> str:
+    """The kernel an improve prompt shows (the task's naive one): what edit answers edit."""
+    return backend_for(task).baseline_candidate(task, config)[0]
 
 
 def fixed_prompts(settings: GRPOSettings, tokenizer: Any, machine: dict[str, Any],
@@ -448,6 +467,9 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
     rollout = None
     if settings.mode == "fixed":
         reward.prompts = fixed_prompts(settings, tokenizer, machine, eval_config)
+        if settings.answer_form == "edits":
+            reward.parents = {text: prompt_kernel(t, eval_config)
+                              for text, (t, _) in reward.prompts.items()}
         texts = list(reward.prompts)
         prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
