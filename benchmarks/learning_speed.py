@@ -5,7 +5,7 @@ speed add to it? An experiment designed before it runs (issue 52).
     python benchmarks/learning_speed.py --pairs PAIRS.jsonl [--runs RUN_DIR ...]
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
-        [--rename-accumulators] [--plain-casts] [--prompts DIR]
+        [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -59,7 +59,11 @@ timing is only comparable with timings from the same kind):
    with --mix-naive N, each training task's naive kernel N times (`naive_answers`);
    with --rename-accumulators, each reduction's scalar renamed in every answer
    (`renamed_accumulators`), and with --plain-casts each `((long) i)` written `(long) i`
-   (`plain_casts`), before the judging;
+   (`plain_casts`), before the judging; with --answer-form edits every answer is the
+   SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`; a kernel that
+   is the naive one has none and is left out), the student is asked for edits by
+   EDIT_PROMPTS, its answers are not opened, and what is judged, in every stage, is the kernel
+   its edits make (`with_edit_errors`; the teacher keeps its own prompts and whole kernels);
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -162,6 +166,11 @@ MIX_PER_TASK = 6
 # rule (rewrite_pairs), kept when faster at the train sizes (0: none, as in the committed run)
 REWRITE_ORDER = ("sink_sum", "omp_outer", "omp_inner", "simd_inner")  # a textbook's order
 REWRITE_FORMS = ("printed", "edit", "edit-if")  # --rewrite-form: see rewrite_pairs
+# --answer-form: "code", the student's answers are whole kernels (opened: perfgym writes the
+# start); "edits", SEARCH/REPLACE blocks of the naive kernel its prompt shows (perfgym.edits),
+# asked for by EDIT_PROMPTS (the teacher keeps its own prompts and whole kernels)
+ANSWER_FORMS = ("code", "edits")
+EDIT_PROMPTS = Path(__file__).resolve().parent / "prompt_variants" / "edits"
 TEACHER_PER_TASK = 4
 HELDOUT_SIZES_PER_CELL = 2
 GRPO_STEPS = 4
@@ -418,13 +427,36 @@ def base_model() -> Path:
     return resolve_model(None)
 
 
-def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = None) -> None:
+def resolved(answers: list[tuple[str, str]], form: str) -> list[tuple[str, str]]:
+    """(task, what is judged): `with_edit_errors` without the errors."""
+    return [(t, a) for t, a, _ in with_edit_errors(answers, form)]
+
+
+def with_edit_errors(answers: list[tuple[str, str]], form: str
+                     ) -> list[tuple[str, str, str | None]]:
+    """(task, what is judged, why its edits did not apply or None): in the edit form each
+    answer's edits made on the naive kernel its prompt showed (perfgym.edits.resolve_answer;
+    edits that do not apply leave the answer, a FORMAT_ERROR unless it is a whole kernel),
+    else the answers as they are."""
+    if form != "edits":
+        return [(t, a, None) for t, a in answers]
+    from perfgym.edits import resolve_answer
+    from perfgym.tasks import get_task
+    from perfgym.train.grpo import prompt_kernel
+    kernels = {t: prompt_kernel(get_task(t), eval_config()) for t in dict.fromkeys(
+        t for t, _ in answers)}
+    return [(t, *resolve_answer(a, kernels[t])) for t, a in answers]
+
+
+def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = None,
+              form: str = "code") -> None:
     """The base model's answers on the training tasks (sampler seed 999, none of the arms'),
     judged at the train sizes; the plan of the run."""
     started = time.monotonic()
     timeouts = naive_timeouts(TASKS)
-    answers = learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK, seed=999,
-                              templates=templates, config=eval_config())
+    answers = resolved(learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK,
+                                       seed=999, templates=templates, config=eval_config(),
+                                       opened=form == "code"), form)
     outcomes = judge(answers, "train", timeouts=timeouts)
     records = [dict(record("pilot", 999, "train", n, a, o), answer=a)
                for (n, a), o in zip(answers, outcomes)]
@@ -436,7 +468,7 @@ def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = 
                 pilot_samples=len(records), pilot_share_faster=p0,
                 samples_needed_for_goal=samples_needed(p0), goal_share=GOAL_SHARE,
                 prompts_dir=str(templates) if templates else None,
-                prompts_sha256=prompts_sha256(templates))
+                prompts_sha256=prompts_sha256(templates), answer_form=form)
     write_json(out / "pilot.json", {**plan, "records": records})
 
 
@@ -473,6 +505,17 @@ def same_prompts(out: Path, templates: Path | None = None) -> None:
                          "and --prompts it began with")
 
 
+def same_form(out: Path, form: str) -> None:
+    """An InputError when the run in `out` began in another answer form (--answer-form): its
+    data and evaluations are answers of that form."""
+    pilot = out / "pilot.json"
+    began = json.loads(pilot.read_text()).get("answer_form", "code") if pilot.is_file() \
+        else form
+    if began != form:
+        raise InputError(f"{out} began with --answer-form {began}: give that, or a new --out "
+                         "and --keep")
+
+
 def opened_answer(task_name: str, code: str) -> str | None:
     """The kernel as an opened answer (perfgym's opening, then its body), None when it does
     not have that shape."""
@@ -482,6 +525,16 @@ def opened_answer(task_name: str, code: str) -> str | None:
     task = get_task(task_name)
     body = opened_body(task, code)
     return None if body is None else answer_start(task) + body
+
+
+def edit_answer(task_name: str, code: str) -> str | None:
+    """The kernel as an edit answer: the SEARCH/REPLACE blocks that make it from the naive
+    kernel the improve prompt shows (perfgym.edits.edits_between), None when it is that
+    kernel (nothing to edit)."""
+    from perfgym.edits import edits_between
+    from perfgym.tasks import get_task
+    from perfgym.train.grpo import prompt_kernel
+    return edits_between(prompt_kernel(get_task(task_name), eval_config()), code) or None
 
 
 def usable_pairs(pairs: list, skipped: dict) -> list:
@@ -717,11 +770,21 @@ def best_rewrites(records: list[dict], per_task: int, skipped: dict) -> list[dic
     return [r for r in records if id(r) not in dropped]
 
 
-def sft_record(task_name: str, joined: str, prompts: dict, **extra) -> dict:
-    """An opened SFT record: the improve prompt GRPO and the evaluation send, and the answer."""
+def sft_record(task_name: str, joined: str, prompts: dict, form: str = "code",
+               **extra) -> dict:
+    """An SFT record: the improve prompt GRPO and the evaluation send, and the answer (opened:
+    its fence closed after the body; edits: the blocks alone)."""
+    answer = joined + "\n```" if form == "code" else joined
     return {"prompt": [{"role": "user", "content": prompts[task_name]}],
-            "completion": [{"role": "assistant", "content": joined + "\n```"}],
+            "completion": [{"role": "assistant", "content": answer}],
             "task": task_name, **extra}
+
+
+def record_answer(r: dict) -> str:
+    """What an SFT record's answer gives the gym: the opened answer without the fence that
+    closes it, or the edit blocks as they are (resolved against the naive kernel later)."""
+    text = r["completion"][0]["content"]
+    return text.removesuffix("\n```") if r.get("answer_form", "code") == "code" else text
 
 
 def improve_prompts(tasks, templates: Path | None = None) -> dict[str, str]:
@@ -745,14 +808,16 @@ def token_counts(records: list[dict]) -> list[int]:
 
 
 def verified_records(todo: list[tuple[str, str, str, str]], timeouts: dict[str, float],
-                     templates: Path | None = None) -> tuple[list[dict], dict]:
+                     templates: Path | None = None, form: str = "code"
+                     ) -> tuple[list[dict], dict]:
     """todo: (task, opened answer, source, id). Pairs ("pair") are kept when faster, mix
     answers when correct at about naive speed or better; all judged at the train sizes. A
     record longer than SFT's max_length is left out before it is judged: SFT would cut its
     answer short and teach the cut."""
     from perfgym.rewards import SPEED_BAND
     prompts = improve_prompts(dict.fromkeys(t for t, *_ in todo), templates)
-    records = [sft_record(task, joined, prompts, source=source, kernel=ident)
+    records = [sft_record(task, joined, prompts, form, source=source, kernel=ident,
+                          **({"answer_form": form} if form != "code" else {}))
                for task, joined, source, ident in todo]
     skipped, fits = {}, []
     for r, n in zip(records, token_counts(records)):
@@ -760,8 +825,8 @@ def verified_records(todo: list[tuple[str, str, str, str]], timeouts: dict[str, 
             skipped[r["kernel"]] = f"{n} tokens, past SFT's max_length {SFT['max_length']}"
         else:
             fits.append(r)
-    outcomes = judge([(r["task"], r["completion"][0]["content"].removesuffix("\n```"))
-                      for r in fits], "train", timeouts=timeouts)
+    outcomes = judge(resolved([(r["task"], record_answer(r)) for r in fits], form), "train",
+                     timeouts=timeouts)
     kept = []
     for r, o in zip(fits, outcomes):
         keep = is_faster(o) if r["source"] in ("pair", "rewrite") else \
@@ -778,28 +843,38 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               rewrites_per_task: int = 0, rewrite_form: str = "printed",
               copies_per_task: int = 0, naive_per_task: int = 0,
               rename_accumulators: bool = False, plain_index_casts: bool = False,
-              templates: Path | None = None) -> None:
+              templates: Path | None = None, answer_form: str = "code") -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
     kernel (naive_answers), never a held-out task; the prompts from `templates` (--prompts)
-    where it has them."""
+    where it has them; each kernel as an opened answer, or in the edit form as the edits that
+    make it from the naive kernel (`edit_answer`: a kernel that is the naive one has none)."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
     every_pair = read_pairs(pairs_file)
     pairs = usable_pairs(every_pair, skipped)
+
+    def as_answer(task: str, code: str, ident: str) -> str | None:
+        if answer_form == "code":
+            return opened_answer(task, code)
+        if rename_accumulators:  # (the opened form renames the answer below)
+            code = renamed_accumulators(task, code, ident)
+        return edit_answer(task, plain_casts(code) if plain_index_casts else code)
+
     todo = []
     for p in pairs:
-        joined = opened_answer(p.task, p.fast)
+        joined = as_answer(p.task, p.fast, p.file_id)
         if joined is None:
-            skipped[p.file_id] = "not the shape of an opened answer"
+            skipped[p.file_id] = ("not the shape of an opened answer" if answer_form == "code"
+                                  else "the naive kernel: no edit")
         else:
             todo.append((p.task, joined, "pair", p.file_id))
     if rewrites_per_task > 0:
         todo += [(task, joined, "rewrite", ident)
                  for task, code, ident in rewrite_pairs(form=rewrite_form)
-                 if (joined := opened_answer(task, code)) is not None]
+                 if (joined := as_answer(task, code, ident)) is not None]
     pilot = json.loads((out / "pilot.json").read_text())
     mix = mix_from_pilot(pilot["records"])
     copies = copies_from_pilot(pilot["records"], copies_per_task)
@@ -807,17 +882,19 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
                                   ("mix_naive", "naive", naive_answers(naive_per_task))):
         todo += [(task, joined, source, f"{task}/{name}#{i}")
                  for task, codes in by_task.items() for i, c in enumerate(codes)
-                 if (joined := opened_answer(task, c)) is not None]
+                 if (joined := as_answer(task, c, f"{task}/{name}#{i}")) is not None]
     need = {t: MIX_PER_TASK - len(mix.get(t, [])) for t in TRAIN_TASKS}
     for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
-        if (joined := opened_answer(task, code)) is not None:
+        if (joined := as_answer(task, code, f"{task}/runs#{i}")) is not None:
             todo.append((task, joined, "mix_teacher", f"{task}/runs#{i}"))
-    if rename_accumulators:
+    # (the edit form renamed and cast above, in the kernels its edits make)
+    if rename_accumulators and answer_form == "code":
         todo = [(task, renamed_accumulators(task, joined, ident), source, ident)
                 for task, joined, source, ident in todo]
-    if plain_index_casts:
+    if plain_index_casts and answer_form == "code":
         todo = [(task, plain_casts(joined), source, ident) for task, joined, source, ident in todo]
-    records, failed = verified_records(todo, pilot.get("measure_timeouts", {}), templates)
+    records, failed = verified_records(todo, pilot.get("measure_timeouts", {}), templates,
+                                       answer_form)
     skipped.update(failed)
     records = best_rewrites(records, rewrites_per_task, skipped)
     if leaked := {r["task"] for r in records} & set(HELDOUT_TASKS):
@@ -829,6 +906,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary["naive_per_task"] = naive_per_task  # --mix-naive
     summary["rename_accumulators"] = rename_accumulators
     summary["plain_casts"] = plain_index_casts  # --plain-casts
+    summary["answer_form"] = answer_form  # --answer-form
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -869,11 +947,14 @@ def run_sft(out: Path, seed: int) -> None:
     (out / f"sft_seed{seed}" / "done").write_text("ok\n")
 
 
-def run_grpo(out: Path, seed: int, steps: int, templates: Path | None = None) -> None:
+def run_grpo(out: Path, seed: int, steps: int, templates: Path | None = None,
+             form: str = "code") -> None:
     from perfgym.train import grpo, recipes
     values = dict(GRPO, steps=steps, model_path=str(out / f"sft_seed{seed}" / "merged"),
                   seed=seed, output_dir=str(out / f"seed{seed}"),
-                  templates=str(templates) if templates else None)
+                  templates=str(templates) if templates else None,
+                  **({"answer_start": False, "answer_form": "edits"} if form == "edits"
+                     else {}))
     grpo.train(recipes._settings(grpo.GRPOSettings, values, "grpo"), resume=True)
     (out / f"seed{seed}" / "done").write_text("ok\n")
 
@@ -896,8 +977,13 @@ def run_eval(out: Path, arm: str, seed: int, plan: dict, templates: Path | None 
         return
     model, sampling, templates = arm_model(out, arm, seed, templates)
     n = TEACHER_PER_TASK if arm == "teacher" else plan["per_cell"]
-    answers = learning.sample(model, list(TASKS), n, seed, sampling, templates,
-                              config=eval_config())
+    # the teacher writes whole kernels to its own prompts whatever the student's form
+    form = "code" if arm == "teacher" else plan.get("answer_form", "code")
+    sampled = learning.sample(model, list(TASKS), n, seed, sampling, templates,
+                              config=eval_config(), opened=form == "code")
+    triples = with_edit_errors(sampled, form)
+    answers = [(t, a) for t, a, _ in triples]
+    edit_errors = {(t, a): e for t, a, e in triples if e}
     train = [a for a in answers if a[0] in TRAIN_TASKS]
     held = [a for a in answers if a[0] in HELDOUT_TASKS]
     k = min(n, HELDOUT_SIZES_PER_CELL)
@@ -905,7 +991,8 @@ def run_eval(out: Path, arm: str, seed: int, plan: dict, templates: Path | None 
     rows = []
     for split, items, which in (("train", train, "train"), ("heldout_sizes", resized, "heldout"),
                                 ("heldout_task", held, "train")):
-        rows += [record(arm, seed, split, t, a, o)
+        rows += [dict(record(arm, seed, split, t, a, o),
+                      **({"edit_error": edit_errors[t, a]} if (t, a) in edit_errors else {}))
                  for (t, a), o in zip(items, judge(items, which,
                                                    timeouts=plan.get("measure_timeouts", {})))]
     write_json(path, {"arm": arm, "seed": seed, "model": str(model), "records": rows})
@@ -1318,7 +1405,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                      "teacher_per_task": TEACHER_PER_TASK, "pilot_per_task": PILOT_PER_TASK,
                      "max_pairs_per_task": MAX_PAIRS_PER_TASK, "mix_per_task": MIX_PER_TASK,
                      "prompts_dir": plan.get("prompts_dir"),
-                     "prompts_sha256": plan.get("prompts_sha256")},
+                     "prompts_sha256": plan.get("prompts_sha256"),
+                     "answer_form": plan.get("answer_form", "code")},
         "per_sample": rows}
 
 
@@ -1433,6 +1521,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="prompt templates overriding perfgym's for the base model and the "
                          "student (pilot, SFT data, GRPO, evaluations; not the teacher), "
                          "files named as src/perfgym/prompts/templates/ names them")
+    ap.add_argument("--answer-form", choices=ANSWER_FORMS, default="code",
+                    help="code: the student's answers are whole kernels, opened; edits: "
+                         "SEARCH/REPLACE blocks of the naive kernel its prompt shows, asked "
+                         "for by benchmarks/prompt_variants/edits/ unless --prompts")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1454,8 +1546,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def templates_of(args: argparse.Namespace) -> Path | None:
-    """The --prompts directory, absolute, or None: perfgym's own templates."""
-    return Path(args.prompts).resolve() if args.prompts else None
+    """The --prompts directory, absolute; else the edit form's prompts (--answer-form edits)
+    or None: perfgym's own templates."""
+    if args.prompts:
+        return Path(args.prompts).resolve()
+    return EDIT_PROMPTS if args.answer_form == "edits" else None
 
 
 def is_child(args: argparse.Namespace) -> bool:
@@ -1614,7 +1709,8 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
             "--steps", str(args.steps),
-            *(["--prompts", str(templates_of(args))] if args.prompts else [])]
+            *(["--prompts", str(templates_of(args))] if args.prompts else []),
+            *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
     def stage(name: str, done: Path | bool, flags: list[str] | None = None, work=None) -> None:
         if done is True or (isinstance(done, Path) and done.exists()):
@@ -1658,7 +1754,8 @@ def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluat
                                  naive_per_task=args.mix_naive,
                                  rename_accumulators=args.rename_accumulators,
                                  plain_index_casts=args.plain_casts,
-                                 templates=templates_of(args)))
+                                 templates=templates_of(args),
+                                 answer_form=args.answer_form))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])
@@ -1692,11 +1789,12 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     templates = templates_of(args)
     if args.pilot:
-        return run_pilot(out, seeds, args.steps, templates)
+        return run_pilot(out, seeds, args.steps, templates, args.answer_form)
     if args.sft is not None:
         return run_sft(out, args.sft)
     if args.grpo is not None:
-        return run_grpo(out, args.grpo, args.steps, templates)
+        return run_grpo(out, args.grpo, args.steps, templates,
+                        json.loads((out / "pilot.json").read_text()).get("answer_form", "code"))
     if args.baselines:
         return run_baselines(out, json.loads((out / "pilot.json").read_text()))
     if args.confirm:
@@ -1709,6 +1807,7 @@ def main(argv: list[str] | None = None) -> None:
     if not (args.report_only or args.confirm_only):  # these ask the model nothing
         try:
             same_prompts(out, templates)
+            same_form(out, args.answer_form)
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

@@ -119,3 +119,4 @@ def test_edits_that_would_not_reproduce_the_target_fall_back_to_one_whole_block(
     after = "y\nx\nz\n"
     text = edits_between(before, after)
     assert apply_edits(before, text).splitlines() == after.splitlines()
+    assert edits_between(before, before) == ""  # nothing to edit

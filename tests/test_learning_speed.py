@@ -1149,3 +1149,90 @@ def test_the_committed_hint_without_names_overrides_the_openmp_hint(monkeypatch)
     assert "this kernel itself declares" in asked
     assert "counts[:n]" not in asked and "reduction(+:sum)" not in asked
     assert "counts[:n]" in ls.improve_prompts(["dot"])["dot"]  # perfgym's own names it
+
+
+# --- the edit form (--answer-form edits) ------------------------------------------------------
+
+def threaded(task_name: str) -> str:
+    """The task's naive kernel with `#pragma omp parallel for` before its first loop."""
+    lines = get_task(task_name).baseline.read_text().splitlines()
+    i = next(k for k, x in enumerate(lines) if x.strip().startswith("for"))
+    return "\n".join(lines[:i] + ["#pragma omp parallel for"] + lines[i:]) + "\n"
+
+
+def test_the_edit_form_makes_sft_answers_of_edits_and_judges_the_kernels_they_make(
+        tmp_path, monkeypatch):
+    """A pair whose fast side is the naive kernel threaded becomes one SEARCH/REPLACE block
+    (no fence, no kernel written out again); what is judged is the kernel the block makes; a
+    mixed-in naive kernel has nothing to edit and is left out."""
+    from perfgym.edits import SEARCH, apply_edits
+    stub_data_stage(tmp_path, monkeypatch, "dot", "", lambda text: 2.0)
+    (tmp_path / "pairs.jsonl").write_text(json.dumps(pair("dot", threaded("dot")).__dict__)
+                                          + "\n")
+    judged = []
+    monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
+        judged.append(text) or folded([2.0] * 3) for _, text in items])
+    ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], naive_per_task=1, answer_form="edits")
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in records] == ["pair"]  # the naive kernel: no edit
+    answer = records[0]["completion"][0]["content"]
+    assert answer.startswith(SEARCH) and "```" not in answer
+    assert answer.count("#pragma omp parallel for") == 1 and len(answer) < len(threaded("dot"))
+    assert records[0]["answer_form"] == "edits"
+    naive = get_task("dot").baseline.read_text()
+    assert judged == [threaded("dot")] == [apply_edits(naive, answer)]
+    assert json.loads((tmp_path / "data.json").read_text())["answer_form"] == "edits"
+
+
+def test_the_edit_form_samples_plain_answers_and_judges_what_their_edits_make(
+        tmp_path, monkeypatch):
+    """The student's arms are asked for edits (answers not opened) and judged on the kernel
+    the edits make, an edit that does not apply kept with its reason; the teacher keeps its
+    own prompts and opened whole kernels."""
+    from perfgym.edits import DIVIDER, REPLACE, SEARCH
+    naive = get_task("dot").baseline.read_text()
+    loop = next(x for x in naive.splitlines() if x.strip().startswith("for"))
+    good = f"{SEARCH}\n{loop}\n{DIVIDER}\n#pragma omp simd\n{loop}\n{REPLACE}"
+    bad = f"{SEARCH}\nfor (;;)\n{DIVIDER}\nx\n{REPLACE}"
+    opened_flags, judged = [], []
+    monkeypatch.setattr(ls, "TASKS", ("dot",))
+    monkeypatch.setattr(ls.learning, "sample", lambda model, tasks, n, seed, sampling=None,
+                        templates=None, config=None, opened=True: opened_flags.append(opened)
+                        or [("dot", good), ("dot", bad)])
+    monkeypatch.setattr(ls, "judge", lambda items, which, **kw: judged.extend(items) or [
+        folded([1.0] * 3) for _ in items])
+    for arm in ("grpo", "teacher"):
+        ls.run_eval(tmp_path, arm, 1, {"per_cell": 2, "answer_form": "edits"}, ls.EDIT_PROMPTS)
+    assert opened_flags == [False, True]
+    grpo = json.loads((tmp_path / "eval" / "grpo_seed1.json").read_text())["records"]
+    train = [r for r in grpo if r["split"] == "train"]
+    assert "#pragma omp simd" in train[0]["code"] and SEARCH not in train[0]["code"]
+    assert "edit_error" not in train[0] and "not in the kernel" in train[1]["edit_error"]
+    assert judged[0] == ("dot", naive.replace(loop, "#pragma omp simd\n" + loop))
+
+
+def test_the_edit_form_reaches_every_stage_and_a_run_keeps_its_form(tmp_path, monkeypatch,
+                                                                   capsys):
+    from perfgym.train import grpo
+    args = ls.parse_args(["--out", str(tmp_path), "--answer-form", "edits"])
+    assert ls.templates_of(args) == ls.EDIT_PROMPTS
+    assert "<<<<<<< SEARCH" in ls.improve_prompts(["dot"], ls.EDIT_PROMPTS)["dot"]
+    argvs = []
+
+    def child(argv):
+        argvs.append(argv)
+        raise SystemExit("stop after the first stage")
+    monkeypatch.setattr(ls, "run_child", child)
+    with pytest.raises(SystemExit):
+        ls.stages(args, tmp_path, [1], {}, {})
+    assert argvs[0][argvs[0].index("--answer-form") + 1] == "edits"
+    trained = []
+    monkeypatch.setattr(grpo, "train", lambda settings, resume: trained.append(settings))
+    (tmp_path / "seed1").mkdir()
+    ls.run_grpo(tmp_path, 1, 2, ls.EDIT_PROMPTS, "edits")
+    assert trained[0].answer_form == "edits" and not trained[0].answer_start
+    # a run begun in one form does not go on in the other
+    (tmp_path / "pilot.json").write_text(json.dumps({"answer_form": "edits"}))
+    ls.same_form(tmp_path, "edits")
+    with pytest.raises(ls.InputError, match="began with --answer-form edits"):
+        ls.same_form(tmp_path, "code")

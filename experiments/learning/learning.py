@@ -112,10 +112,11 @@ def run_sft(out: Path) -> None:
 
 def sample(model: Path | str, tasks: list[str], per_task: int, seed: int,
            sampling: dict | None = None, templates: Path | None = None,
-           config=None) -> list[tuple[str, str]]:
-    """(task, answer) pairs: `per_task` opened answers to each task's improve prompt, drawn
-    with `sampling` (default EVAL_SAMPLING) from the prompt `templates` give (default
-    perfgym's), the prompt built under `config` (default this experiment's eval_config)."""
+           config=None, opened: bool = True) -> list[tuple[str, str]]:
+    """(task, answer) pairs: `per_task` answers to each task's improve prompt, opened unless
+    `opened` is False, drawn with `sampling` (default EVAL_SAMPLING) from the prompt
+    `templates` give (default perfgym's), the prompt built under `config` (default this
+    experiment's eval_config)."""
     from perfgym.machine import machine_info
     from perfgym.opening import answer_start, full_answer
     from perfgym.policies.openvino import OpenVINOPolicy
@@ -126,14 +127,15 @@ def sample(model: Path | str, tasks: list[str], per_task: int, seed: int,
     machine, config = machine_info(), config or eval_config()
     ts = [get_task(n) for n in tasks]
     prompts = [task_prompt(t, "improve", None, machine, config, templates) for t in ts]
-    openings = [answer_start(t) for t in ts]
+    openings = [answer_start(t) if opened else None for t in ts]
     answers: list[tuple[str, str]] = []
     left, started = per_task, time.monotonic()
     while left > 0:  # a line per engine call: a stall shows as the sampling, not the judging
         n = min(CHUNK, left)
-        groups = policy.generate(prompts, n, openings=openings, **(sampling or EVAL_SAMPLING))
-        answers += [(t.name, full_answer(o, c)) for t, o, g in zip(ts, openings, groups)
-                    for c in g]
+        groups = policy.generate(prompts, n, **({"openings": openings} if opened else {}),
+                                 **(sampling or EVAL_SAMPLING))
+        answers += [(t.name, full_answer(o, c) if o else c)
+                    for t, o, g in zip(ts, openings, groups) for c in g]
         left -= n
         log(f"sampled {per_task - left} of {per_task} answers to each of {len(ts)} tasks "
             f"({time.monotonic() - started:.0f} s)")

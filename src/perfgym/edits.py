@@ -96,8 +96,11 @@ def edits_between(before: str, after: str) -> str:
     """SEARCH/REPLACE blocks that turn `before` into `after` (teacher data in this form): one
     block per changed run of lines, each made unique in `before` by the lines around it; a
     pure insertion carries the line it goes before (or after, at the end). Where those blocks
-    would not make `after`, one block replaces the whole kernel."""
+    would not make `after`, one block replaces the whole kernel. The same kernel: "" (nothing
+    to edit)."""
     old, new = before.splitlines(), after.splitlines()
+    if old == new:
+        return ""
     blocks = []
     ops = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
     for tag, i1, i2, j1, j2 in reversed(ops):  # last first: earlier blocks keep their lines
