@@ -527,14 +527,22 @@ def opened_answer(task_name: str, code: str) -> str | None:
     return None if body is None else answer_start(task) + body
 
 
-def edit_answer(task_name: str, code: str) -> str | None:
-    """The kernel as an edit answer: the SEARCH/REPLACE blocks that make it from the naive
-    kernel the improve prompt shows (perfgym.edits.edits_between), None when it is that
-    kernel (nothing to edit)."""
+def edit_answer(task_name: str, code: str) -> tuple[str | None, str]:
+    """(the kernel as an edit answer, "") or (None, why not): the SEARCH/REPLACE blocks that
+    make it from the naive kernel the improve prompt shows (perfgym.edits.edits_between).
+    None for the naive kernel itself (nothing to edit) and for a rewrite, whose blocks are no
+    shorter than the kernel: they would teach copying whole kernels into SEARCH, the copying
+    this form is there to spare (234 of the 237 teacher pairs of 2026-12-01 are such)."""
     from perfgym.edits import edits_between
     from perfgym.tasks import get_task
     from perfgym.train.grpo import prompt_kernel
-    return edits_between(prompt_kernel(get_task(task_name), eval_config()), code) or None
+    text = edits_between(prompt_kernel(get_task(task_name), eval_config()), code)
+    if not text:
+        return None, "the naive kernel: no edit"
+    if len(text) >= len(code):
+        return None, (f"a rewrite, not an edit: its edits ({len(text)} characters) are no "
+                      f"shorter than the kernel ({len(code)})")
+    return text, ""
 
 
 def usable_pairs(pairs: list, skipped: dict) -> list:
@@ -857,20 +865,23 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     pairs = usable_pairs(every_pair, skipped)
 
     def as_answer(task: str, code: str, ident: str) -> str | None:
+        """The answer form of `code`, or None with the reason in `skipped` (the opened form
+        gives one for pairs alone, as it always has)."""
         if answer_form == "code":
-            return opened_answer(task, code)
+            joined = opened_answer(task, code)
+            if joined is None and ident in pair_ids:
+                skipped[ident] = "not the shape of an opened answer"
+            return joined
         if rename_accumulators:  # (the opened form renames the answer below)
             code = renamed_accumulators(task, code, ident)
-        return edit_answer(task, plain_casts(code) if plain_index_casts else code)
+        text, why = edit_answer(task, plain_casts(code) if plain_index_casts else code)
+        if text is None:
+            skipped[ident] = why
+        return text
 
-    todo = []
-    for p in pairs:
-        joined = as_answer(p.task, p.fast, p.file_id)
-        if joined is None:
-            skipped[p.file_id] = ("not the shape of an opened answer" if answer_form == "code"
-                                  else "the naive kernel: no edit")
-        else:
-            todo.append((p.task, joined, "pair", p.file_id))
+    pair_ids = {p.file_id for p in pairs}
+    todo = [(p.task, joined, "pair", p.file_id) for p in pairs
+            if (joined := as_answer(p.task, p.fast, p.file_id)) is not None]
     if rewrites_per_task > 0:
         todo += [(task, joined, "rewrite", ident)
                  for task, code, ident in rewrite_pairs(form=rewrite_form)

@@ -1181,7 +1181,21 @@ def test_the_edit_form_makes_sft_answers_of_edits_and_judges_the_kernels_they_ma
     assert records[0]["answer_form"] == "edits"
     naive = get_task("dot").baseline.read_text()
     assert judged == [threaded("dot")] == [apply_edits(naive, answer)]
-    assert json.loads((tmp_path / "data.json").read_text())["answer_form"] == "edits"
+    data = json.loads((tmp_path / "data.json").read_text())
+    assert data["answer_form"] == "edits"
+    assert data["skipped"]["dot/naive#0"] == "the naive kernel: no edit"
+
+
+def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(
+        tmp_path, monkeypatch):
+    """A teacher's rewrite of the whole kernel would be taught as a SEARCH of the whole naive
+    kernel: the copying this form spares the student. It is left out, and data.json says so."""
+    stub_data_stage(tmp_path, monkeypatch, "dot", FAST_DOT, lambda text: 2.0)
+    with pytest.raises(SystemExit, match="none of the 1 usable pairs"):
+        ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], answer_form="edits")
+    (why,) = json.loads((tmp_path / "data.json").read_text())["skipped"].values()
+    assert why.startswith("a rewrite, not an edit")
+    ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [])  # the code form takes it
 
 
 def test_the_edit_form_samples_plain_answers_and_judges_what_their_edits_make(
