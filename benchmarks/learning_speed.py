@@ -60,10 +60,11 @@ timing is only comparable with timings from the same kind):
    with --rename-accumulators, each reduction's scalar renamed in every answer
    (`renamed_accumulators`), and with --plain-casts each `((long) i)` written `(long) i`
    (`plain_casts`), before the judging; with --answer-form edits every answer is the
-   SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`; a kernel that
-   is the naive one has none and is left out), the student is asked for edits by
-   EDIT_PROMPTS, its answers are not opened, and what is judged, in every stage, is the kernel
-   its edits make (`with_edit_errors`; the teacher keeps its own prompts and whole kernels);
+   SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`; the naive
+   kernel itself and a rewrite whose blocks are no shorter than it are left out), the trained
+   arms are asked for edits by EDIT_PROMPTS, their answers are not opened, and what is judged
+   is the kernel the edits make (`with_edit_errors`); the base model and the teacher answer
+   with whole kernels (`arm_form`);
 3. baselines: the naive kernels timed again where the pilot and data stages left copies;
 4. per seed, one chain to its end before the next: the base model's eval, LoRA SFT of the
    default model (its own data order and LoRA init), the control's eval, GRPO from that SFT,
@@ -451,12 +452,13 @@ def with_edit_errors(answers: list[tuple[str, str]], form: str
 def run_pilot(out: Path, seeds: list[int], steps: int, templates: Path | None = None,
               form: str = "code") -> None:
     """The base model's answers on the training tasks (sampler seed 999, none of the arms'),
-    judged at the train sizes; the plan of the run."""
+    judged at the train sizes; the plan of the run. Whole kernels, opened, whatever the
+    student's form (`arm_form`)."""
     started = time.monotonic()
     timeouts = naive_timeouts(TASKS)
-    answers = resolved(learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK,
-                                       seed=999, templates=templates, config=eval_config(),
-                                       opened=form == "code"), form)
+    answers = learning.sample(base_model(), list(TRAIN_TASKS), PILOT_PER_TASK, seed=999,
+                              templates=templates if form == "code" else None,
+                              config=eval_config())
     outcomes = judge(answers, "train", timeouts=timeouts)
     records = [dict(record("pilot", 999, "train", n, a, o), answer=a)
                for (n, a), o in zip(answers, outcomes)]
@@ -981,6 +983,14 @@ def arm_model(out: Path, arm: str, seed: int, templates: Path | None = None) -> 
     return model, None, templates
 
 
+def arm_form(arm: str, form: str) -> str:
+    """The form an arm answers in: the trained arms the run's (--answer-form); the base
+    model and the teacher whole kernels, the form they were made for. In the edit form the
+    base model asked for edits writes few that apply, and its correctness would set a bar
+    for the forgetting line that the untouched model does not hold itself to."""
+    return form if arm in ("control", "grpo") else "code"
+
+
 def run_eval(out: Path, arm: str, seed: int, plan: dict, templates: Path | None = None) -> None:
     """One arm's answers for one seed, every split, as one file (the stage's resume point)."""
     path = out / "eval" / f"{arm}_seed{seed}.json"
@@ -988,8 +998,9 @@ def run_eval(out: Path, arm: str, seed: int, plan: dict, templates: Path | None 
         return
     model, sampling, templates = arm_model(out, arm, seed, templates)
     n = TEACHER_PER_TASK if arm == "teacher" else plan["per_cell"]
-    # the teacher writes whole kernels to its own prompts whatever the student's form
-    form = "code" if arm == "teacher" else plan.get("answer_form", "code")
+    form = arm_form(arm, plan.get("answer_form", "code"))
+    if form != plan.get("answer_form", "code") and arm == "base":
+        templates = None  # perfgym's own prompts: the edit form's ask for edits
     sampled = learning.sample(model, list(TASKS), n, seed, sampling, templates,
                               config=eval_config(), opened=form == "code")
     triples = with_edit_errors(sampled, form)

@@ -1200,24 +1200,25 @@ def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(
 
 def test_the_edit_form_samples_plain_answers_and_judges_what_their_edits_make(
         tmp_path, monkeypatch):
-    """The student's arms are asked for edits (answers not opened) and judged on the kernel
-    the edits make, an edit that does not apply kept with its reason; the teacher keeps its
-    own prompts and opened whole kernels."""
+    """The trained arms are asked for edits (answers not opened) and judged on the kernel the
+    edits make, an edit that does not apply kept with its reason; the base model is asked
+    for whole kernels with perfgym's own prompts, and the teacher with its own."""
     from perfgym.edits import DIVIDER, REPLACE, SEARCH
     naive = get_task("dot").baseline.read_text()
     loop = next(x for x in naive.splitlines() if x.strip().startswith("for"))
     good = f"{SEARCH}\n{loop}\n{DIVIDER}\n#pragma omp simd\n{loop}\n{REPLACE}"
     bad = f"{SEARCH}\nfor (;;)\n{DIVIDER}\nx\n{REPLACE}"
-    opened_flags, judged = [], []
+    asked, judged = [], []
     monkeypatch.setattr(ls, "TASKS", ("dot",))
     monkeypatch.setattr(ls.learning, "sample", lambda model, tasks, n, seed, sampling=None,
-                        templates=None, config=None, opened=True: opened_flags.append(opened)
-                        or [("dot", good), ("dot", bad)])
+                        templates=None, config=None, opened=True: asked.append(
+                            (opened, templates)) or [("dot", good), ("dot", bad)])
     monkeypatch.setattr(ls, "judge", lambda items, which, **kw: judged.extend(items) or [
         folded([1.0] * 3) for _ in items])
-    for arm in ("grpo", "teacher"):
+    for arm in ("grpo", "base", "teacher"):
         ls.run_eval(tmp_path, arm, 1, {"per_cell": 2, "answer_form": "edits"}, ls.EDIT_PROMPTS)
-    assert opened_flags == [False, True]
+    from perfgym.models import prompt_templates
+    assert asked == [(False, ls.EDIT_PROMPTS), (True, None), (True, prompt_templates("coder"))]
     grpo = json.loads((tmp_path / "eval" / "grpo_seed1.json").read_text())["records"]
     train = [r for r in grpo if r["split"] == "train"]
     assert "#pragma omp simd" in train[0]["code"] and SEARCH not in train[0]["code"]
@@ -1245,6 +1246,16 @@ def test_the_edit_form_reaches_every_stage_and_a_run_keeps_its_form(tmp_path, mo
     (tmp_path / "seed1").mkdir()
     ls.run_grpo(tmp_path, 1, 2, ls.EDIT_PROMPTS, "edits")
     assert trained[0].answer_form == "edits" and not trained[0].answer_start
+    # the pilot is the base model's: whole kernels to perfgym's own prompts, the form kept
+    asked = []
+    monkeypatch.setattr(ls, "naive_timeouts", lambda tasks: {})
+    monkeypatch.setattr(ls.learning, "sample", lambda model, tasks, n, seed, templates=None,
+                        opened=True, **kw: asked.append((opened, templates)) or [("dot", "a")])
+    monkeypatch.setattr(ls, "judge", lambda answers, which, **kw: [None])
+    monkeypatch.setattr(ls, "record", lambda *a: {"faster": False})
+    ls.run_pilot(tmp_path, [1], 2, ls.EDIT_PROMPTS, "edits")
+    assert asked == [(True, None)]
+    assert json.loads((tmp_path / "pilot.json").read_text())["answer_form"] == "edits"
     # a run begun in one form does not go on in the other
     (tmp_path / "pilot.json").write_text(json.dumps({"answer_form": "edits"}))
     ls.same_form(tmp_path, "edits")
