@@ -924,9 +924,9 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
     write_json(out / "data.json", summary)
-    if not summary["pairs"]:
-        raise SystemExit(f"none of the {len(pairs)} usable pairs verified faster at the train "
-                         f"sizes; see {out / 'data.json'}")
+    if not summary["pairs"] + summary["rewrite_pairs"]:  # (the edit form keeps few pairs)
+        raise SystemExit(f"none of the {len(pairs)} usable pairs, nor a rewrite pair, verified "
+                         f"faster at the train sizes; see {out / 'data.json'}")
     write_examples(out / "sft_data.jsonl.tmp", records)
     os.replace(out / "sft_data.jsonl.tmp", out / "sft_data.jsonl")
     log(f"SFT data: {summary['pairs']} pairs of {len(summary['pairs_per_task'])} tasks, "

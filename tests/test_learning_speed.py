@@ -1196,6 +1196,13 @@ def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(
     (why,) = json.loads((tmp_path / "data.json").read_text())["skipped"].values()
     assert why.startswith("a rewrite, not an edit")
     ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [])  # the code form takes it
+    # rewrite pairs alone are data enough
+    monkeypatch.setattr(ls, "rewrite_pairs", lambda form="printed": [
+        ("dot", threaded("dot"), "dot/edit:omp_outer")])
+    ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], rewrites_per_task=1,
+                 answer_form="edits")
+    records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
+    assert [r["source"] for r in records] == ["rewrite"]
 
 
 def test_the_edit_form_samples_plain_answers_and_judges_what_their_edits_make(
