@@ -60,8 +60,9 @@ timing is only comparable with timings from the same kind):
    with --rename-accumulators, each reduction's scalar renamed in every answer
    (`renamed_accumulators`), and with --plain-casts each `((long) i)` written `(long) i`
    (`plain_casts`), before the judging; with --answer-form edits every answer is the
-   SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`; the naive
-   kernel itself and a rewrite whose blocks are no shorter than it are left out), the trained
+   SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`: a copy of
+   the naive kernel is an edit that changes nothing; a pair that is the naive kernel and a
+   rewrite whose blocks are no shorter than it are left out), the trained
    arms are asked for edits by EDIT_PROMPTS, their answers are not opened, and what is judged
    is the kernel the edits make (`with_edit_errors`); the base model and the teacher answer
    with whole kernels (`arm_form`);
@@ -529,18 +530,21 @@ def opened_answer(task_name: str, code: str) -> str | None:
     return None if body is None else answer_start(task) + body
 
 
-def edit_answer(task_name: str, code: str) -> tuple[str | None, str]:
+def edit_answer(task_name: str, code: str, hand_back: bool = False) -> tuple[str | None, str]:
     """(the kernel as an edit answer, "") or (None, why not): the SEARCH/REPLACE blocks that
     make it from the naive kernel the improve prompt shows (perfgym.edits.edits_between).
-    None for the naive kernel itself (nothing to edit) and for a rewrite, whose blocks are no
-    shorter than the kernel: they would teach copying whole kernels into SEARCH, the copying
-    this form is there to spare (234 of the 237 teacher pairs of 2026-12-01 are such)."""
-    from perfgym.edits import edits_between
+    The naive kernel itself is an edit that changes nothing (perfgym.edits.no_change) where
+    `hand_back` (the copies of --mix-copies and --mix-naive), else None: nothing to edit.
+    None for a rewrite, whose blocks are no shorter than the kernel: they would teach copying
+    whole kernels into SEARCH, the copying this form is there to spare (234 of the 237
+    teacher pairs of 2026-12-01 are such)."""
+    from perfgym.edits import edits_between, no_change
     from perfgym.tasks import get_task
     from perfgym.train.grpo import prompt_kernel
-    text = edits_between(prompt_kernel(get_task(task_name), eval_config()), code)
+    kernel = prompt_kernel(get_task(task_name), eval_config())
+    text = edits_between(kernel, code)
     if not text:
-        return None, "the naive kernel: no edit"
+        return (no_change(kernel), "") if hand_back else (None, "the naive kernel: no edit")
     if len(text) >= len(code):
         return None, (f"a rewrite, not an edit: its edits ({len(text)} characters) are no "
                       f"shorter than the kernel ({len(code)})")
@@ -866,9 +870,9 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     every_pair = read_pairs(pairs_file)
     pairs = usable_pairs(every_pair, skipped)
 
-    def as_answer(task: str, code: str, ident: str) -> str | None:
+    def as_answer(task: str, code: str, ident: str, hand_back: bool = False) -> str | None:
         """The answer form of `code`, or None with the reason in `skipped` (the opened form
-        gives one for pairs alone, as it always has)."""
+        gives one for pairs alone, as it always has); `hand_back`: see edit_answer."""
         if answer_form == "code":
             joined = opened_answer(task, code)
             if joined is None and ident in pair_ids:
@@ -876,7 +880,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
             return joined
         if rename_accumulators:  # (the opened form renames the answer below)
             code = renamed_accumulators(task, code, ident)
-        text, why = edit_answer(task, plain_casts(code) if plain_index_casts else code)
+        text, why = edit_answer(task, plain_casts(code) if plain_index_casts else code,
+                                hand_back)
         if text is None:
             skipped[ident] = why
         return text
@@ -895,7 +900,8 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
                                   ("mix_naive", "naive", naive_answers(naive_per_task))):
         todo += [(task, joined, source, f"{task}/{name}#{i}")
                  for task, codes in by_task.items() for i, c in enumerate(codes)
-                 if (joined := as_answer(task, c, f"{task}/{name}#{i}")) is not None]
+                 if (joined := as_answer(task, c, f"{task}/{name}#{i}",
+                                         source != "mix_base")) is not None]
     need = {t: MIX_PER_TASK - len(mix.get(t, [])) for t in TRAIN_TASKS}
     for i, (task, code) in enumerate(mix_from_runs(run_dirs, need)):
         if (joined := as_answer(task, code, f"{task}/runs#{i}")) is not None:

@@ -4,7 +4,7 @@ import pytest
 
 from perfgym import EvalConfig, evaluate
 from perfgym.edits import (DIVIDER, MAX_EDITS, REPLACE, SEARCH, EditError, apply_edits,
-                           edits_between, parse_edits, resolve_answer)
+                           edits_between, no_change, parse_edits, resolve_answer)
 from perfgym.tasks import builtin_names, get_task
 
 QUICK = EvalConfig(use_cache=False, compare_baseline=False, timeout=5.0)
@@ -120,3 +120,11 @@ def test_edits_that_would_not_reproduce_the_target_fall_back_to_one_whole_block(
     text = edits_between(before, after)
     assert apply_edits(before, text).splitlines() == after.splitlines()
     assert edits_between(before, before) == ""  # nothing to edit
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_no_change_hands_the_kernel_back_in_one_small_block(name):
+    kernel = naive(name)
+    text = no_change(kernel)
+    assert apply_edits(kernel, text) == kernel.rstrip("\n") + "\n"
+    assert len(parse_edits(text)) == 1 and len(text) < len(kernel)

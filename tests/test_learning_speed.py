@@ -1163,27 +1163,32 @@ def threaded(task_name: str) -> str:
 def test_the_edit_form_makes_sft_answers_of_edits_and_judges_the_kernels_they_make(
         tmp_path, monkeypatch):
     """A pair whose fast side is the naive kernel threaded becomes one SEARCH/REPLACE block
-    (no fence, no kernel written out again); what is judged is the kernel the block makes; a
-    mixed-in naive kernel has nothing to edit and is left out."""
-    from perfgym.edits import SEARCH, apply_edits
+    (no fence, no kernel written out again); what is judged is the kernel the block makes. A
+    pair that is the naive kernel has nothing to teach and is left out; a mixed-in naive
+    kernel (--mix-naive) is handed back by an edit that changes nothing."""
+    from perfgym.edits import SEARCH, apply_edits, no_change
     stub_data_stage(tmp_path, monkeypatch, "dot", "", lambda text: 2.0)
-    (tmp_path / "pairs.jsonl").write_text(json.dumps(pair("dot", threaded("dot")).__dict__)
-                                          + "\n")
+    naive = get_task("dot").baseline.read_text()
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(pair("dot", fast, run).__dict__)
+                                                  + "\n" for fast, run in
+                                                  ((threaded("dot"), "r1"), (naive, "r2"))))
     judged = []
     monkeypatch.setattr(ls, "judge", lambda items, which, timeouts: [
         judged.append(text) or folded([2.0] * 3) for _, text in items])
     ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], naive_per_task=1, answer_form="edits")
     records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text().splitlines()]
-    assert [r["source"] for r in records] == ["pair"]  # the naive kernel: no edit
+    assert [r["source"] for r in records] == ["pair"] + ["mix_naive"] * len(ls.TRAIN_TASKS)
     answer = records[0]["completion"][0]["content"]
     assert answer.startswith(SEARCH) and "```" not in answer
     assert answer.count("#pragma omp parallel for") == 1 and len(answer) < len(threaded("dot"))
     assert records[0]["answer_form"] == "edits"
-    naive = get_task("dot").baseline.read_text()
-    assert judged == [threaded("dot")] == [apply_edits(naive, answer)]
+    (handed_back,) = [r for r in records if r["kernel"] == "dot/naive#0"]
+    assert handed_back["completion"][0]["content"] == no_change(naive)
+    assert judged[0] == threaded("dot") == apply_edits(naive, answer)
+    assert apply_edits(naive, no_change(naive)) in judged
     data = json.loads((tmp_path / "data.json").read_text())
     assert data["answer_form"] == "edits"
-    assert data["skipped"]["dot/naive#0"] == "the naive kernel: no edit"
+    assert data["skipped"]["dot/r2#" + naive[:12]] == "the naive kernel: no edit"
 
 
 def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(

@@ -135,6 +135,14 @@ def edits_between(before: str, after: str) -> str:
     return _blocks_text([(old, new)])
 
 
+def no_change(kernel: str) -> str:
+    """An edit that changes nothing: its first line that occurs once, for itself. The edit
+    form's way to hand a kernel back (an answer with no edit is no answer)."""
+    lines = kernel.splitlines()
+    line = next(x for x in lines if x.strip() and len(_matches(lines, [x])) == 1)
+    return _blocks_text([([line], [line])])
+
+
 def _blocks_text(blocks: list[tuple[list[str], list[str]]]) -> str:
     return "\n".join("\n".join([SEARCH, *s, DIVIDER, *r, REPLACE]) for s, r in blocks)
 
