@@ -863,7 +863,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
     kernel (naive_answers), never a held-out task; the prompts from `templates` (--prompts)
     where it has them; each kernel as an opened answer, or in the edit form as the edits that
-    make it from the naive kernel (`edit_answer`: a kernel that is the naive one has none)."""
+    make it from the naive kernel (`edit_answer`)."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}

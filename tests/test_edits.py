@@ -128,3 +128,8 @@ def test_no_change_hands_the_kernel_back_in_one_small_block(name):
     text = no_change(kernel)
     assert apply_edits(kernel, text) == kernel.rstrip("\n") + "\n"
     assert len(parse_edits(text)) == 1 and len(text) < len(kernel)
+
+
+def test_no_change_of_a_kernel_whose_every_line_repeats_is_the_whole_kernel():
+    kernel = "x;\nx;\n"
+    assert apply_edits(kernel, no_change(kernel)) == kernel

@@ -136,11 +136,12 @@ def edits_between(before: str, after: str) -> str:
 
 
 def no_change(kernel: str) -> str:
-    """An edit that changes nothing: its first line that occurs once, for itself. The edit
-    form's way to hand a kernel back (an answer with no edit is no answer)."""
+    """An edit that changes nothing: its first line that occurs once, for itself (the whole
+    kernel where no line does). The edit form's way to hand a kernel back (an answer with no
+    edit is no answer)."""
     lines = kernel.splitlines()
-    line = next(x for x in lines if x.strip() and len(_matches(lines, [x])) == 1)
-    return _blocks_text([([line], [line])])
+    line = next((x for x in lines if x.strip() and len(_matches(lines, [x])) == 1), None)
+    return _blocks_text([([line], [line])] if line is not None else [(lines, lines)])
 
 
 def _blocks_text(blocks: list[tuple[list[str], list[str]]]) -> str:
