@@ -325,6 +325,51 @@ def summaries(doc: dict, tasks, seeds, algos, n: int = BOOTSTRAP) -> dict:
     return out
 
 
+def across_kinds(doc: dict, machines: dict, algos=ALGOS, n: int = BOOTSTRAP) -> dict:
+    """Every kind's cells together, for the one default every machine gets. The machine
+    changes between sessions, so no kind may ever hold 3 seeds of every cell; the question
+    the default answers is which algorithm to run on whatever machine a user has.
+
+    A draw is one kind's (task, seed) cell, a task's draws are its cells on every kind, and
+    the bootstrap is clustered by task (the tasks drawn, then each drawn task's draws). A
+    ratio pairs two algorithms' cells of one (kind, task, seed), never cells of two kinds.
+    `default` is the highest geometric mean once every algorithm has 3 draws on each of 5
+    tasks; `leader_by_kind` names each kind's own leader (its `machines` entry), so a
+    default that leads pooled but trails on some kind shows it."""
+    logs = {a: {} for a in algos}
+    by_group: dict[tuple, dict[str, float]] = {}
+    for kind_name, cells in sorted(doc["cells"].items()):
+        for c in cells.values():
+            if c["algo"] in logs:
+                value = math.log(c["best_speedup"])
+                logs[c["algo"]].setdefault(c["task"], []).append(value)
+                by_group.setdefault((kind_name, c["task"], c["seed"]), {})[c["algo"]] = value
+    compared = sorted(set.intersection(*(set(v) for v in logs.values())))
+    full = [t for t in compared if all(len(logs[a][t]) >= MIN_SEEDS for a in algos)]
+    ci = {a: summarize({t: logs[a][t] for t in compared}, n) for a in algos} if compared else {}
+    comparisons = {}
+    for a, b in itertools.combinations(algos, 2):
+        diff: dict[str, list[float]] = {}
+        for (_, task, _), got in sorted(by_group.items()):
+            if a in got and b in got and task in compared:
+                diff.setdefault(task, []).append(got[a] - got[b])
+        if diff:
+            sm = summarize(diff, n)
+            comparisons[f"{a} / {b}"] = {"ratio": sm["geomean"], "ci95": sm["ci95"],
+                                         "pairs": sm["runs"], "tasks": sm["tasks"]}
+    short = [f"{a} on {t}: {len(logs[a].get(t, []))} of {MIN_SEEDS} draws"
+             for t in TASKS.split(",") for a in algos if len(logs[a].get(t, [])) < MIN_SEEDS]
+    default = (max(algos, key=lambda a: ci[a]["geomean"]) if len(full) >= MIN_TASKS
+               else None)
+    leaders = {k: max(m["ci"], key=lambda a: m["ci"][a]["geomean"])
+               for k, m in machines.items() if m.get("ci")}
+    return {"kinds": sorted(doc["cells"]),
+            "draws": {a: {t: len(v) for t, v in sorted(logs[a].items())} for a in algos},
+            "tasks": compared, "tasks_with_3_draws": full, "ci": ci,
+            "comparisons": comparisons, "leader_by_kind": leaders, "default": default,
+            "short": [] if default else short}
+
+
 # -- the results file ---------------------------------------------------------------------------
 
 def new_doc(model: str) -> dict:
@@ -359,8 +404,10 @@ def write(path: Path, doc: dict, args) -> None:
     machines = summaries(doc, args.tasks, args.seeds, args.algos)
     kept = {k: doc[k] for k in ("benchmark", "script", "model", "cells", "failed")}
     doc.clear()  # (in this order: what was compared, the summaries, then the cells)
+    pooled = across_kinds(kept, machines, args.algos)
     doc.update({k: kept[k] for k in ("benchmark", "script", "model")}, **settings(args),
-               machines=machines, cells=kept["cells"], failed=kept["failed"])
+               default=pooled["default"], across_kinds=pooled, machines=machines,
+               cells=kept["cells"], failed=kept["failed"])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
@@ -608,14 +655,21 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def report(doc: dict) -> None:
-    for k, m in doc["machines"].items():
-        print(f"{k}: {m['cells']} cells; default: {m['summary']['default']}")
+    def figures(m: dict) -> None:
         for a, c in m["ci"].items():
             print(f"  {a:10s} {c['geomean']:.2f}x [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] "
                   f"({c['runs']} cells, {c['tasks']} tasks)")
         for pair, c in m["comparisons"].items():
             print(f"  {pair:22s} {c['ratio']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] "
                   f"({c['pairs']} pairs)")
+    for k, m in doc["machines"].items():
+        print(f"{k}: {m['cells']} cells; default: {m['summary']['default']}")
+        figures(m)
+    pooled = doc.get("across_kinds")
+    if pooled:
+        print(f"all {len(pooled['kinds'])} kinds: default: {pooled['default'] or 'none yet: '}"
+              f"{'' if pooled['default'] else '; '.join(pooled['short'])}")
+        figures(pooled)
 
 
 if __name__ == "__main__":

@@ -263,6 +263,52 @@ def test_two_generations_behind_one_model_name_are_two_kinds_never_pooled():
     assert drawn[0]["kind"] == "AMD EPYC (family 25 model 17) | avx2"
 
 
+def pooled(records, n=FAST):
+    doc = sc.new_doc("m")
+    sc.add_cells(doc, records)
+    machines = sc.summaries(doc, TASKS, [1, 2, 3], sc.ALGOS, n=n)
+    return machines, sc.across_kinds(doc, machines, sc.ALGOS, n=n)
+
+
+def test_the_default_across_kinds_needs_3_draws_of_each_algorithm_on_5_tasks_from_any_kinds():
+    """Seed 1 on three kinds: no kind has a default of its own, the kinds together have."""
+    zen4 = {**AMD, "family": "family 25 model 17"}
+    records = (full_grid("climb", seeds=(1,)) + full_grid("climb", seeds=(1,), machine=XEON)
+               + full_grid("climb", seeds=(1,), machine=zen4))
+    machines, both = pooled(records)
+    assert all(m["default"] is None for m in machines.values()) and len(machines) == 3
+    assert both["default"] == "climb" and both["short"] == [] and len(both["kinds"]) == 3
+    assert both["ci"]["climb"]["runs"] == 15 and both["tasks_with_3_draws"] == sorted(TASKS)
+    assert both["leader_by_kind"] == {k: "climb" for k in machines}
+    # one kind's cell short: no default, and what is short is named
+    _, short = pooled([c for c in records
+                       if (c["task"], c["algo"], c["machine"]) != ("dot", "sqd", XEON)])
+    assert short["default"] is None and short["short"] == ["sqd on dot: 2 of 3 draws"]
+
+
+def test_ratios_across_kinds_pair_cells_of_one_kind_only():
+    """Seed 1 on two kinds 4x apart: a pair across kinds would mix the machines' speed into
+    the algorithms' ratio."""
+    records = [cell(t, 1, a, (2.0 if a == "evolve" else 1.0) * 4, machine=XEON)
+               for t in TASKS for a in sc.ALGOS]
+    records += [cell(t, 1, a, 2.0 if a == "evolve" else 1.0) for t in TASKS
+                for a in sc.ALGOS if (t, a) != ("dot", "evolve")]
+    _, both = pooled(records)
+    pair = both["comparisons"]["evolve / sqd"]
+    assert math.isclose(pair["ratio"], 2.0) and pair["pairs"] == 9
+    assert all(math.isclose(x, 2.0) for x in pair["ci95"])
+    assert both["draws"]["evolve"]["dot"] == 1 and both["draws"]["sqd"]["dot"] == 2
+
+
+def test_a_kind_led_by_another_algorithm_is_named_beside_the_pooled_default():
+    records = (full_grid("climb", seeds=(1, 2)) + full_grid("evolve", seeds=(1,), machine=XEON))
+    machines, both = pooled(records)
+    assert both["default"] == "climb"  # 3 draws each: climb leads 2 of them, evolve 1
+    assert both["leader_by_kind"] == {"AMD EPYC | avx2": "climb",
+                                      "Intel Xeon | avx2 avx512f": "evolve"}
+    assert both["ci"]["climb"]["geomean"] > both["ci"]["evolve"]["geomean"]
+
+
 # -- the results file and a cell's run directory ---------------------------------------------------
 
 def args_for(path, tasks=("dgemm",), seeds=(1,)):

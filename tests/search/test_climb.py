@@ -153,6 +153,8 @@ def test_unknown_transforms_and_bad_numbers_are_refused():
         ClimbConfig(("loop_order", "magic"))
     with pytest.raises(ValueError):
         ClimbConfig(samples=0)
+    with pytest.raises(ValueError, match="reheat"):
+        ClimbConfig(reheat=(0.7, 0.0))
 
 
 def test_perfgym_rewrites_a_new_parent_before_asking_the_model(tmp_path, dgemm):
@@ -203,6 +205,59 @@ def test_a_round_that_did_not_climb_hands_the_next_the_transforms_it_did_not_ask
     # asked so far: loop order twice, OpenMP and vectorize once each
     assert asked == [["loop_order", "openmp"], ["loop_order", "vectorize"],
                      ["openmp", "vectorize"]]
+
+
+class CopiesWhenCold:
+    """A model that, below `hot`, hands back the kernel its prompt shows, token for token (the
+    coder at T = 0.3), and above it writes `answer`; it records each call's temperature."""
+    name = "replay"
+
+    def __init__(self, parent_code: str, answer: str, hot: float = 0.7):
+        self.copy, self.answer, self.hot, self.temperatures = \
+            f"```c\n{parent_code}```", answer, hot, []
+
+    def generate(self, prompts, n, **sampling):
+        self.temperatures.append(sampling["temperature"])
+        text = self.answer if sampling["temperature"] >= self.hot else self.copy
+        return [[text] * n for _ in prompts]
+
+
+def cold_climb(tmp_path, dgemm, answer, rounds, samples=2, reheat=(0.7, 1.0)):
+    store = RunStore(tmp_path / "run")
+    policy = CopiesWhenCold(dgemm.baseline.read_text(), answer)
+    engine = Engine(store, policy, dgemm, FAST, "tiered", sampling={"temperature": 0.3})
+    climb = Climb(engine, ClimbConfig(("loop_order",), samples=samples, rounds=rounds,
+                                      rewrites=False, reheat=reheat))
+    return store, policy, climb.run()
+
+
+def test_a_transform_answered_with_its_parent_s_own_code_is_asked_again_hotter(tmp_path, dgemm):
+    store, policy, best = cold_climb(tmp_path, dgemm, BROKEN, rounds=3)
+    # round 2's answers were a change (a broken one): round 3 is not reheated further
+    assert policy.temperatures == [0.3, 0.7, 0.7]
+    assert not any(d["climbed"] for _, _, d in store.events("iteration_done"))
+    assert [c.status for c in store.candidates() if c.iteration == 2] == ["COMPILE_ERROR"] * 2
+
+
+def test_reheat_finds_the_change_a_cold_sampler_copies_over(tmp_path, dgemm):
+    store, policy, best = cold_climb(tmp_path, dgemm, NAIVE_IKJ, rounds=3)
+    seed = next(c for c in store.candidates() if c.op == "seed")
+    assert policy.temperatures[:2] == [0.3, 0.7]
+    assert best.completion == NAIVE_IKJ and best.iteration == 2
+    assert best.gflops > seed.gflops * 1.05
+    # the new parent's own answers start cold again: nothing of it was copied yet
+    assert policy.temperatures[2] == 0.3
+    # without reheat the same model copies for ever
+    store, policy, best = cold_climb(tmp_path / "cold", dgemm, NAIVE_IKJ, rounds=3, reheat=())
+    assert policy.temperatures == [0.3, 0.3, 0.3]
+    assert not any(d["climbed"] for _, _, d in store.events("iteration_done"))
+
+
+def test_every_round_of_copies_reheats_to_the_next_temperature_and_stays_at_the_last(
+        tmp_path, dgemm):
+    store, policy, _ = cold_climb(tmp_path, dgemm, NAIVE_IKJ, rounds=4, reheat=(0.5, 0.6))
+    assert policy.temperatures == [0.3, 0.5, 0.6, 0.6]  # all below 0.7: copies every round
+    assert len(store.candidates()) == 1 + 4 * 2
 
 
 def test_the_live_view_shows_the_round_the_best_and_its_speedup():

@@ -59,12 +59,19 @@ class ClimbConfig:
     min_gain: float = 1.05
     budget_seconds: float | None = None  # no round past this (None: all of them)
     rewrites: bool = True  # perfgym's own textbook rewrites beside the model's answers
+    # the sampler's temperature for a transform asked again of a parent after k rounds in
+    # which every answer to it was the parent's own code: reheat[k - 1] (the last past its
+    # end; never below the sampler's own). At the coder's T = 0.3 a kernel shown in the
+    # prompt is copied token for token: an Intel dgemm climb got 46 answers in 6 rounds, all
+    # byte-identical to their parent, 8 of its 12 minutes (docs/commands/search.md)
+    reheat: tuple[float, ...] = (0.7, 1.0)
 
     def __post_init__(self) -> None:
         from ..prompts import transform_names
-        if min(self.samples, self.rounds, self.per_round) < 1 or self.min_gain < 1:
+        if min(self.samples, self.rounds, self.per_round) < 1 or self.min_gain < 1 \
+                or any(t <= 0 for t in self.reheat):
             raise ValueError("samples, rounds and per_round are at least 1, min_gain at "
-                             "least 1")
+                             "least 1, reheat temperatures above 0")
         unknown = [t for t in self.transforms if t not in transform_names()]
         if not self.transforms or unknown:
             raise ValueError(f"transforms are among {', '.join(transform_names())}"
@@ -136,8 +143,31 @@ class Climb:
         cap = self.answer_cap(parent)
         return [Step(f"climb:{r}:{parent.id}:{t}:{g}", r,
                      None if threaded or t == "openmp" else NO_THREADS, parent, "transform",
-                     transform=t, max_tokens=cap)
+                     transform=t, max_tokens=cap, temperature=self.temperature(r, parent, t))
                 for t in todo for g in range(self.config.samples)]
+
+    def copied_rounds(self, r: int, parent: Candidate, transform: str) -> int:
+        """The rounds before r in which every answer to `transform` asked of `parent` was the
+        parent's own code (its shape: names, spaces and comments aside)."""
+        task = self.engine.task
+        same = code_shape(parent_code(task, parent))
+        rounds: dict[int, bool] = {}
+        for c in self.engine.store.candidates():
+            if (c.op == "transform" and c.parent_id == parent.id and c.iteration < r
+                    and c.slot.split(":")[3] == transform):
+                copy = code_shape(parent_code(task, c)) == same
+                rounds[c.iteration] = rounds.get(c.iteration, True) and copy
+        return sum(rounds.values())
+
+    def temperature(self, r: int, parent: Candidate, transform: str) -> float | None:
+        """The sampler's temperature for round r's answers to `transform`: its own (None)
+        until the parent's code came back unchanged, then the next of `reheat`."""
+        k = self.copied_rounds(r, parent, transform) if self.config.reheat else 0
+        if not k:
+            return None
+        own = self.engine.sampling.get("temperature", 1.0)
+        hotter = self.config.reheat[min(k, len(self.config.reheat)) - 1]
+        return hotter if hotter > own else None
 
     def rewrite_steps(self, r: int, parent: Candidate) -> list[Step]:
         """Round r as perfgym's own rewrites of the parent (search/rewrites.py), each stored as

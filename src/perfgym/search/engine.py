@@ -36,6 +36,7 @@ class Step:
     other: Candidate | None = None  # crossover: the second parent
     transform: str | None = None  # transform: which one (prompts/transforms/NAME.txt)
     max_tokens: int | None = None  # a cap below the sampler's own (a climb's short answers)
+    temperature: float | None = None  # the sampler's own unless set (a climb's reheat)
 
     @property
     def group(self) -> tuple:
@@ -174,11 +175,13 @@ class Engine:
         # the policy takes one n and one sampler per call
         by_call: dict[tuple, list[str]] = defaultdict(list)
         for prompt, group in by_prompt.items():
-            by_call[len(group), group[0].max_tokens].append(prompt)
-        for (n, max_tokens), all_prompts in by_call.items():
+            by_call[len(group), group[0].max_tokens, group[0].temperature].append(prompt)
+        for (n, max_tokens, temperature), all_prompts in by_call.items():
             sampling = self.sampling
             if max_tokens is not None and max_tokens < sampling.get("max_tokens", max_tokens + 1):
                 sampling = {**sampling, "max_tokens": max_tokens}
+            if temperature is not None:
+                sampling = {**sampling, "temperature": temperature}
             # a local model generates in batches: each batch is stored before the next starts,
             # so a kill loses at most one (a server policy gets every prompt at once)
             batch = getattr(self.policy, "batch_size", 0)
