@@ -212,19 +212,22 @@ class CopiesWhenCold:
     coder at T = 0.3), and above it writes `answer`; it records each call's temperature."""
     name = "replay"
 
-    def __init__(self, parent_code: str, answer: str, hot: float = 0.7):
+    def __init__(self, parent_code: str, answer: str, hot: float = 0.7, mixed: bool = False):
         self.copy, self.answer, self.hot, self.temperatures = \
             f"```c\n{parent_code}```", answer, hot, []
+        self.mixed = mixed  # above `hot`, every other answer a copy still
 
     def generate(self, prompts, n, **sampling):
         self.temperatures.append(sampling["temperature"])
-        text = self.answer if sampling["temperature"] >= self.hot else self.copy
-        return [[text] * n for _ in prompts]
+        if sampling["temperature"] < self.hot:
+            return [[self.copy] * n for _ in prompts]
+        return [[self.copy if self.mixed and g % 2 else self.answer for g in range(n)]
+                for _ in prompts]
 
 
-def cold_climb(tmp_path, dgemm, answer, rounds, samples=2, reheat=(0.7, 1.0)):
+def cold_climb(tmp_path, dgemm, answer, rounds, samples=2, reheat=(0.7, 1.0), mixed=False):
     store = RunStore(tmp_path / "run")
-    policy = CopiesWhenCold(dgemm.baseline.read_text(), answer)
+    policy = CopiesWhenCold(dgemm.baseline.read_text(), answer, mixed=mixed)
     engine = Engine(store, policy, dgemm, FAST, "tiered", sampling={"temperature": 0.3})
     climb = Climb(engine, ClimbConfig(("loop_order",), samples=samples, rounds=rounds,
                                       rewrites=False, reheat=reheat))
@@ -237,6 +240,10 @@ def test_a_transform_answered_with_its_parent_s_own_code_is_asked_again_hotter(t
     assert policy.temperatures == [0.3, 0.7, 0.7]
     assert not any(d["climbed"] for _, _, d in store.events("iteration_done"))
     assert [c.status for c in store.candidates() if c.iteration == 2] == ["COMPILE_ERROR"] * 2
+    # a round with one new answer among copies is not a round of copies either
+    store, policy, _ = cold_climb(tmp_path / "mixed", dgemm, BROKEN, rounds=3, mixed=True)
+    assert policy.temperatures == [0.3, 0.7, 0.7]
+    assert [c.status for c in store.candidates() if c.iteration == 2] == ["COMPILE_ERROR", "OK"]
 
 
 def test_reheat_finds_the_change_a_cold_sampler_copies_over(tmp_path, dgemm):
