@@ -261,6 +261,22 @@ def summarize(by_task: dict[str, list[float]], n: int = BOOTSTRAP) -> dict:
             "runs": sum(len(v) for v in by_task.values()), "tasks": len(by_task)}
 
 
+def paired_ratios(groups: list[tuple[str, dict[str, float]]], algos, n: int = BOOTSTRAP) -> dict:
+    """'a / b' -> the geometric mean ratio of a's best speedup over b's and its CI (clustered
+    by task), over the groups (task, {algo: log best speedup}) that hold both."""
+    comparisons = {}
+    for a, b in itertools.combinations(algos, 2):
+        diff: dict[str, list[float]] = {}
+        for task, got in groups:
+            if a in got and b in got:
+                diff.setdefault(task, []).append(got[a] - got[b])
+        if diff:
+            sm = summarize(diff, n)
+            comparisons[f"{a} / {b}"] = {"ratio": sm["geomean"], "ci95": sm["ci95"],
+                                         "pairs": sm["runs"], "tasks": sm["tasks"]}
+    return comparisons
+
+
 def kind_summary(cells: dict, tasks, seeds, algos=ALGOS, n: int = BOOTSTRAP) -> dict:
     """One machine kind's comparison, from its cells (key -> record)."""
     seeds_of = {a: {} for a in algos}
@@ -273,15 +289,8 @@ def kind_summary(cells: dict, tasks, seeds, algos=ALGOS, n: int = BOOTSTRAP) -> 
           for a in algos} if compared else {}
     groups = [(t, s) for t in compared for s in sorted(seeds_of[algos[0]][t])
               if all(s in seeds_of[a][t] for a in algos)]
-    comparisons = {}
-    for a, b in itertools.combinations(algos, 2):
-        diff: dict[str, list[float]] = {}
-        for t, s in groups:
-            diff.setdefault(t, []).append(seeds_of[a][t][s] - seeds_of[b][t][s])
-        if diff:
-            sm = summarize(diff, n)
-            comparisons[f"{a} / {b}"] = {"ratio": sm["geomean"], "ci95": sm["ci95"],
-                                         "pairs": sm["runs"], "tasks": sm["tasks"]}
+    comparisons = paired_ratios([(t, {a: seeds_of[a][t][s] for a in algos}) for t, s in groups],
+                                algos, n)
     default = None
     if len(full) >= MIN_TASKS:
         default = max(algos, key=lambda a: ci[a]["geomean"])
@@ -347,16 +356,8 @@ def across_kinds(doc: dict, machines: dict, algos=ALGOS, n: int = BOOTSTRAP) -> 
     compared = sorted(set.intersection(*(set(v) for v in logs.values())))
     full = [t for t in compared if all(len(logs[a][t]) >= MIN_SEEDS for a in algos)]
     ci = {a: summarize({t: logs[a][t] for t in compared}, n) for a in algos} if compared else {}
-    comparisons = {}
-    for a, b in itertools.combinations(algos, 2):
-        diff: dict[str, list[float]] = {}
-        for (_, task, _), got in sorted(by_group.items()):
-            if a in got and b in got and task in compared:
-                diff.setdefault(task, []).append(got[a] - got[b])
-        if diff:
-            sm = summarize(diff, n)
-            comparisons[f"{a} / {b}"] = {"ratio": sm["geomean"], "ci95": sm["ci95"],
-                                         "pairs": sm["runs"], "tasks": sm["tasks"]}
+    comparisons = paired_ratios([(task, got) for (_, task, _), got in sorted(by_group.items())
+                                 if task in compared], algos, n)
     short = [f"{a} on {t}: {len(logs[a].get(t, []))} of {MIN_SEEDS} draws"
              for t in TASKS.split(",") for a in algos if len(logs[a].get(t, [])) < MIN_SEEDS]
     default = (max(algos, key=lambda a: ci[a]["geomean"]) if len(full) >= MIN_TASKS

@@ -141,9 +141,10 @@ class Climb:
             todo = [t for t in self.config.transforms if t in begun]
         threaded = "openmp" in done
         cap = self.answer_cap(parent)
+        heat = {t: self.temperature(r, parent, t) for t in todo}  # (once a transform)
         return [Step(f"climb:{r}:{parent.id}:{t}:{g}", r,
                      None if threaded or t == "openmp" else NO_THREADS, parent, "transform",
-                     transform=t, max_tokens=cap, temperature=self.temperature(r, parent, t))
+                     transform=t, max_tokens=cap, temperature=heat[t])
                 for t in todo for g in range(self.config.samples)]
 
     def copied_rounds(self, r: int, parent: Candidate, transform: str) -> int:
