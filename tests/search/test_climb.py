@@ -158,7 +158,7 @@ def test_unknown_transforms_and_bad_numbers_are_refused():
 
 
 def test_perfgym_rewrites_a_new_parent_before_asking_the_model(tmp_path, dgemm):
-    """dgemm's naive kernel: round 1 is perfgym's four rewrites of it, i-k-j (sink_sum) the
+    """dgemm's naive kernel: round 1 is perfgym's five rewrites of it, i-k-j (sink_sum) the
     fastest; round 2 rewrites the i-k-j kernel; the model's answers come only once the parent
     has had its rewrites, asked only for what is not in its line yet."""
     store, engine = engine_for(tmp_path, dgemm, {"vectorize": [WRONG], "blocking": [BROKEN],
@@ -169,7 +169,8 @@ def test_perfgym_rewrites_a_new_parent_before_asking_the_model(tmp_path, dgemm):
     by_round = {r: [c for c in store.candidates() if c.iteration == r] for r in range(1, 7)}
     assert {c.op for c in by_round[1]} == {"rewrite"}
     assert {c.slot.split(":")[3] for c in by_round[1]} == {
-        "rewrite-sink_sum", "rewrite-omp_outer", "rewrite-omp_inner", "rewrite-simd_inner"}
+        "rewrite-sink_sum", "rewrite-omp_outer", "rewrite-omp_inner", "rewrite-simd_inner",
+        "rewrite-unroll_jam"}
     ikj = next(c for c in by_round[1] if c.slot.endswith("rewrite-sink_sum:0"))
     assert ikj.ok and all(c.ok for c in by_round[1])
     assert ikj.gflops == max(c.gflops for c in by_round[1])

@@ -336,3 +336,110 @@ def test_a_bounded_line_edit_puts_the_work_bound_in_the_thread_pragma_s_if_claus
     # a loop whose count has no plain form gets no bound to put there: threaded as it was
     code = "void f(double *x, int n) {\n  for (int i = 0; i < n; i += 2)\n    x[i] = 0.0;\n}\n"
     assert line_edit(code, "f", "omp_outer", bound=True) == line_edit(code, "f", "omp_outer")
+
+
+# -- unroll_jam ------------------------------------------------------------------------------
+
+def threaded_ikj():
+    _, code, entry = naive("dgemm")
+    return rewrite(rewrite(code, entry, "sink_sum"), entry, "omp_outer"), entry
+
+
+def test_unroll_jam_does_four_rows_of_dgemm_at_once_with_their_reads_in_registers():
+    threaded, entry = threaded_ikj()
+    flat = squeeze(rewrite(threaded, entry, "unroll_jam"))
+    # the threads share out blocks of 4 rows; a block short of 4 runs row by row as before
+    assert "#pragmaompparallelforfor(inti0=0;i0<M;i0+=4){if(i0+4<=M){" in flat
+    assert "else{for(inti=i0;i<M;i++){for(intj=0;j<N;j++)C[i*N+j]=0.0;" in flat
+    # each row's A[i][k] read once before the j loop, B[k][j] once for the 4 rows
+    assert ("for(intk=0;k<K;k++){constdoublea0=A[i0*K+k];constdoublea1=A[(i0+1)*K+k];"
+            "constdoublea2=A[(i0+2)*K+k];constdoublea3=A[(i0+3)*K+k];"
+            "for(intj=0;j<N;j++){constdoubleb0=B[k*N+j];C[i0*N+j]+=a0*b0;"
+            "C[(i0+1)*N+j]+=a1*b0;C[(i0+2)*N+j]+=a2*b0;C[(i0+3)*N+j]+=a3*b0;}") in flat
+    # the serial copy under the work bound is jammed too, with names of its own
+    assert "for(inti0_2=0;i0_2<M;i0_2+=4)" in flat and "constdoublea0_2=A[i0_2*K+k];" in flat
+    assert rewrite(rewrite(threaded, entry, "unroll_jam"), entry, "unroll_jam") is None
+
+
+def test_unroll_jam_gives_each_row_its_own_locals_under_names_the_kernel_does_not_use():
+    code = ("void f(double *A, double *x, double *y, int n, int m) { double s0 = 1.0;"
+            " for (int i = 0; i < n; i++) { double s = 0; for (int j = 0; j < m; j++)"
+            " s += A[i * m + j] * x[j]; y[i] = s + s0; } }")
+    flat = squeeze(rewrite(code, "f", "unroll_jam"))
+    assert "doubles0_2=0;doubles1=0;doubles2=0;doubles3=0;" in flat
+    # x[j], read by every row, once an iteration; A's rows are not the loop's invariants
+    assert ("for(intj=0;j<m;j++){constdoublex0=x[j];s0_2+=A[i0*m+j]*x0;"
+            "s1+=A[(i0+1)*m+j]*x0;") in flat
+    assert "y[i0]=s0_2+s0;y[i0+1]=s1+s0;" in flat
+
+
+@pytest.mark.parametrize("code", [
+    # no loop inside: nothing to jam
+    "void f(double *x, int n) { for (int i = 0; i < n; i++) x[i] = 2 * x[i]; }",
+    # a sum into one scalar: the rows are not independent
+    "void f(double *a, double *out, int n) { double t = 0; for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < n; j++) t += a[i * n + j]; out[0] = t; }",
+    # a write no row owns
+    "void f(int *idx, int *h, int n) { for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < n; j++) h[idx[i * n + j]] += 1; }",
+    # the inner loop's count names the row (a triangle)
+    "void f(double *a, double *y, int n) { for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < i; j++) y[i * n + j] = a[j]; }",
+    # the inner loop's count is a local of the row (a CSR row)
+    "void f(int *p, double *v, double *y, int n) { for (int i = 0; i < n; i++) {"
+    " int len = p[i + 1] - p[i]; for (int j = 0; j < len; j++) y[i * n + j] = v[j]; } }",
+    # a continue would skip the other rows' statements
+    "void f(double *a, double *y, int n) { for (int i = 0; i < n; i++)"
+    " for (int j = 0; j < n; j++) { if (a[j] < 0) continue; y[i * n + j] = a[j]; } }",
+    # a loop of another step or bound
+    "void f(double *a, double *y, int n) { for (int i = 0; i < n; i += 2)"
+    " for (int j = 0; j < n; j++) y[i * n + j] = a[j]; }",
+    "void f(double *a, double *y, int n) { for (int i = 0; i <= n; i++)"
+    " for (int j = 0; j < n; j++) y[i * n + j] = a[j]; }",
+    # a counter declared outside the loop
+    "void f(double *a, double *y, int n) { int i; for (i = 0; i < n; i++)"
+    " for (int j = 0; j < n; j++) y[i * n + j] = a[j]; }",
+    # threads inside the row
+    "void f(double *a, double *y, int n) { for (int i = 0; i < n; i++) {\n"
+    "#pragma omp parallel for\n for (int j = 0; j < n; j++) y[i * n + j] = a[j]; } }",
+    # a simd pragma that names a row's local, which each row renames
+    "void f(double *a, double *y, int n) { for (int i = 0; i < n; i++) { double s = 0;\n"
+    "#pragma omp simd reduction(+:s)\n for (int j = 0; j < n; j++) s += a[i * n + j];"
+    " y[i] = s; } }",
+])
+def test_unroll_jam_leaves_a_loop_whose_rows_it_cannot_show_independent(code):
+    assert rewrite(code, "f", "unroll_jam") is None
+
+
+@pytest.mark.parametrize("code", [
+    # a read under a condition may be one the kernel never makes: jammed, nothing hoisted
+    "void f(double *A, double *B, double *C, int n) { for (int i = 0; i < n; i++)"
+    " for (int k = 0; k < n; k++) for (int j = 0; j < n; j++)"
+    " if (B[k * n + j] > 0) C[i * n + j] += A[i * n + k]; }",
+    "void f(double *A, double *B, double *C, int n) { for (int i = 0; i < n; i++)"
+    " for (int k = 0; k < n; k++) for (int j = 0; j < n; j++)"
+    " C[i * n + j] += B[k * n + j] > 0 ? A[i * n + k] : 0; }",
+    # a read of an array the loop writes: a store may change it
+    "void f(double *a, int n) { for (int i = 1; i < n; i++) for (int j = 0; j < n; j++)"
+    " a[i * n + j] += a[j] * a[j]; }",
+])
+def test_unroll_jam_takes_into_registers_only_reads_it_can_show_unchanged(code):
+    made = rewrite(code, "f", "unroll_jam")
+    assert made is not None and "i0 + 3" in made
+    assert "const" not in made
+
+
+def test_jammed_kernels_are_right_at_every_size_and_a_short_block_of_rows():
+    """dgemm's threaded i-k-j kernel and dgemv's naive one, jammed, judged at the train and
+    held-out sizes (255 and 97 rows leave a block of 3 and 1): the verdict, not the speed."""
+    threaded, entry = threaded_ikj()
+    dgemm = get_task("dgemm")
+    jam = rewrite(threaded, entry, "unroll_jam")
+    for size in dgemm.sizes("train") + dgemm.sizes("heldout"):
+        o = evaluate(dgemm, f"```c\n{jam}```", size, FAST)
+        assert o.ok, (size, o.message)
+    dgemv, code, entry = naive("dgemv")
+    jam = rewrite(code, entry, "unroll_jam")
+    assert jam is not None and "i0 + 3" in jam
+    size = min(dgemv.sizes("train"), key=lambda s: s["M"] * s["N"])
+    assert evaluate(dgemv, f"```c\n{jam}```", size, FAST).ok

@@ -42,7 +42,7 @@ MIN_ANSWER_TOKENS = 384  # the least a climb's answer may take (see Climb.answer
 NO_THREADS = 3
 # the transform each of perfgym's own rewrites is (search/rewrites.py)
 REWRITE_IS = {"sink_sum": "loop_order", "omp_outer": "openmp", "omp_inner": "openmp",
-              "simd_inner": "vectorize"}
+              "simd_inner": "vectorize", "unroll_jam": "unroll"}
 
 
 @dataclass
