@@ -399,6 +399,9 @@ def test_unroll_jam_gives_each_row_its_own_locals_under_names_the_kernel_does_no
     # a counter declared outside the loop
     "void f(double *a, double *y, int n) { int i; for (i = 0; i < n; i++)"
     " for (int j = 0; j < n; j++) y[i * n + j] = a[j]; }",
+    # threads over the nest as it is: collapse(2) needs its two loops perfectly nested
+    "void f(double *a, double *y, int n) {\n#pragma omp parallel for collapse(2)\n"
+    " for (int i = 0; i < n; i++) for (int j = 0; j < n; j++) y[i * n + j] = a[j]; }",
     # threads inside the row
     "void f(double *a, double *y, int n) { for (int i = 0; i < n; i++) {\n"
     "#pragma omp parallel for\n for (int j = 0; j < n; j++) y[i * n + j] = a[j]; } }",

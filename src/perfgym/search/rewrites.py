@@ -579,7 +579,9 @@ def unroll_jam(func) -> bool:
     def visit(items: list) -> None:
         nonlocal made
         for at, node in enumerate(items):
-            if _kind(node) == "For":
+            above = items[at - 1] if at else None
+            if _kind(node) == "For" and not (  # a pragma over the nest its loops as they are
+                    _kind(above) == "Pragma" and re.search(r"collapse|ordered", above.string)):
                 jammed = _jammed(node, taken, element)
                 if jammed is not None:
                     items[at], made = jammed, True
