@@ -36,8 +36,10 @@ def stop(hogs: list[subprocess.Popen]) -> None:
 @pytest.fixture(scope="module")
 def measured_under_load(tmp_path_factory):
     """`perfgym machine --refresh --json` while a CPU hog runs on every core, into a cache of
-    its own; and this machine measured idle (the session's cache)."""
-    idle = machine.machine_info()
+    its own; and this machine measured idle just before. Not the session's cache: the host's
+    other tenants move this VM's quiet FMA rate by a quarter over hours (184 GFLOP/s cached at
+    18:33, 142-150 measured at 01:30 the next night on the same Intel)."""
+    idle = machine.measure()
     env = {**os.environ, "PERFGYM_CACHE_DIR": str(tmp_path_factory.mktemp("busy-cache")),
            "COLUMNS": "200"}
     hogs = start_hogs()
@@ -63,14 +65,38 @@ def test_a_busy_probe_says_it_was_disturbed(measured_under_load):
     assert "measurement 1 of" in r.stdout and "disturbed" in r.stdout
 
 
+# A hog on a core the probe does not use can still share its physical core: a VM's two vCPUs
+# may be hyperthreads of one core, which the guest cannot see (this VM reports 1 thread per
+# core). There, by CPU time, the FMA rate fell to 72% of idle (CI, 2026-12-02, an Intel Xeon);
+# a sibling thread takes at most half a core's issue slots, so never below 1/2. What the
+# reward needs is that such a measurement is marked disturbed (the test above) and that the
+# next one, on a quiet machine, brings the figures back.
+SIBLING_SHARE = 0.5
+
+
 @pytest.mark.slow
 def test_a_neighbour_cannot_lower_the_peaks(measured_under_load):
     busy, idle, _ = measured_under_load
-    # taken by CPU time, the figures hold while the hogs take half of every core
-    assert busy["peak_gflops"] >= 0.75 * idle["peak_gflops"]
-    assert busy["peak_gflops_1core"] >= 0.75 * idle["peak_gflops_1core"]
+    # taken by CPU time, turns on our cores cost nothing; a hyperthread sibling at most half
+    assert busy["peak_gflops"] >= SIBLING_SHARE * idle["peak_gflops"]
+    assert busy["peak_gflops_1core"] >= SIBLING_SHARE * idle["peak_gflops_1core"]
     assert busy["freq_ghz"] >= 0.75 * idle["freq_ghz"]
     assert busy["isa_bound_gflops"] >= idle["peak_gflops"]
+
+
+@pytest.mark.slow
+def test_the_next_quiet_measurement_restores_the_peaks(measured_under_load):
+    """A disturbed measurement is measured again (machine_info does so once it is
+    RETRY_DISTURBED_AFTER old), each figure the best of both: a pass a sibling held down to
+    half cannot hold the peaks down once the neighbour has gone."""
+    busy, idle, _ = measured_under_load
+    keys = ("peak_gflops", "peak_gflops_1core", "peak_gflops_fp32")
+    held_down = {**busy, **{k: SIBLING_SHARE * idle[k] for k in keys}}
+    again = machine.measure(previous=held_down)
+    assert again["probe"]["attempts"][:len(busy["probe"]["attempts"])] == \
+        busy["probe"]["attempts"][-2 * machine.PROBE_ATTEMPTS:]  # the history is kept
+    for key in keys:
+        assert again[key] >= 0.85 * idle[key], key  # back near the quiet figure
 
 
 @pytest.mark.slow
