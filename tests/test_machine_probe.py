@@ -67,8 +67,9 @@ def test_a_busy_probe_says_it_was_disturbed(measured_under_load):
 
 # A hog on a core the probe does not use can still share its physical core: a VM's two vCPUs
 # may be hyperthreads of one core, which the guest cannot see (this VM reports 1 thread per
-# core). There, by CPU time, the FMA rate fell to 72% of idle (CI, 2026-12-02, an Intel Xeon);
-# a sibling thread takes at most half a core's issue slots, so never below 1/2. What the
+# core). There, by CPU time, the FMA rate fell to 72% of idle (CI, 2026-12-02, an Intel Xeon).
+# Two threads sharing a core's FMA units each get about half, so half is the floor this test
+# holds a busy pass to (an assumption of how SMT shares, not a measurement). What the
 # reward needs is that such a measurement is marked disturbed (the test above) and that the
 # next one, on a quiet machine, brings the figures back.
 SIBLING_SHARE = 0.5
