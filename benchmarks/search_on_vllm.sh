@@ -33,5 +33,5 @@ for _ in $(seq 600); do
 done
 templates=$(python -c "from perfgym.models import prompt_templates; print(prompt_templates('coder'))")
 perfgym search --task "$task" --model "$ckpt" --base-url "http://127.0.0.1:$port/v1" \
-  --algo climb --budget-minutes 15 --temperature 0.3 --top-p 0.95 --max-tokens 768 \
+  --algo climb --budget-minutes 15 --temperature 0.3 --top-p 0.95 --max-tokens 768 --answer-start \
   --templates "$templates" --seed "$seed" --run-dir "$run_dir" --json
