@@ -35,11 +35,16 @@ def checkpoint(tiny_gguf, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def fp32_weights(tiny_gguf):
+def fp32_model(tiny_gguf):
+    """The GGUF as transformers reads it, dequantized to FP32: what the checkpoint rounds."""
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name,
-                                                 dtype=torch.float32)
-    return {k: v.clone() for k, v in model.state_dict().items()}
+    return AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name,
+                                                dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def fp32_weights(fp32_model):
+    return {k: v.clone() for k, v in fp32_model.state_dict().items()}
 
 
 def test_rows_round_to_the_nearest_of_255_levels_of_their_own_peak():
@@ -87,16 +92,16 @@ def test_the_config_tells_vllm_what_it_holds(checkpoint, tiny_gguf):
     assert (checkpoint / "tokenizer.json").exists()
 
 
-def test_the_int8_model_predicts_what_the_gguf_predicts(checkpoint, tiny_gguf):
+def test_the_int8_model_predicts_what_the_gguf_predicts(checkpoint, fp32_model):
     """The checkpoint's weights, read back and dequantized, give the GGUF model's logits."""
+    import copy
+
     from safetensors.torch import load_file
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name,
-                                                 dtype=torch.float32)
+    model = copy.deepcopy(fp32_model)
     ids = torch.randint(0, model.config.vocab_size, (1, 48), generator=torch.Generator()
                         .manual_seed(3))
     with torch.no_grad():
-        want = model(ids).logits[0]
+        want = fp32_model(ids).logits[0]
         tensors = load_file(str(checkpoint / "model.safetensors"))
         state = {k: v for k, v in tensors.items() if not k.endswith("weight_scale")}
         for name, codes in list(state.items()):
@@ -112,8 +117,10 @@ def test_the_int8_model_predicts_what_the_gguf_predicts(checkpoint, tiny_gguf):
 
 
 def test_a_finished_checkpoint_is_kept_and_a_changed_source_written_again(
-        tiny_gguf, tmp_path):
-    out = write_int8_checkpoint(tiny_gguf, tmp_path / "int8")
+        tiny_gguf, checkpoint, tmp_path):
+    import shutil
+    out = tmp_path / "int8"
+    shutil.copytree(checkpoint, out)
     stamp = (out / "model.safetensors").stat().st_mtime_ns
     assert write_int8_checkpoint(tiny_gguf, out) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
