@@ -45,6 +45,7 @@ def engine_row(checkpoint: str, dtype: str, ref_path: str, no_amx: bool) -> None
         import torch
         torch.cpu._is_amx_tile_supported = lambda: False
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; else it asks for 92% of memory
     from vllm import LLM, SamplingParams, TokensPrompt
     ref = json.loads(Path(ref_path).read_text())
     seq = ref["seq"]
