@@ -44,3 +44,14 @@ def replay_file(tmp_path):
     path = tmp_path / "replay.jsonl"
     path.write_text("".join(json.dumps({"completion": c}) + "\n" for c in COMPLETIONS))
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2(tmp_path_factory):
+    """A tiny random qwen2 GGUF with the default model's tokenizer (tiny_qwen2.py); the tests
+    that use it skip first where gguf is not installed."""
+    from tiny_qwen2 import write_tiny_qwen2
+
+    from perfgym.models import shipped_gguf
+    return write_tiny_qwen2(tmp_path_factory.mktemp("qwen2") / "tiny-qwen2.gguf",
+                            shipped_gguf())

@@ -17,28 +17,19 @@ pytest.importorskip("gguf", reason="the local extra is not installed: "
 pytest.importorskip("transformers", reason="the local extra is not installed: "
                     "pip install 'perfgym[local]'")
 
-from tiny_qwen2 import write_tiny_qwen2  # noqa: E402
-
 from perfgym.engine.int8_checkpoint import int8_per_channel, write_int8_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory):
-    from perfgym.models import shipped_gguf
-    return write_tiny_qwen2(tmp_path_factory.mktemp("qwen2") / "tiny-qwen2.gguf",
-                            shipped_gguf())
+def checkpoint(tiny_qwen2, tmp_path_factory):
+    return write_int8_checkpoint(tiny_qwen2, tmp_path_factory.mktemp("out") / "int8")
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tiny_gguf, tmp_path_factory):
-    return write_int8_checkpoint(tiny_gguf, tmp_path_factory.mktemp("out") / "int8")
-
-
-@pytest.fixture(scope="module")
-def fp32_model(tiny_gguf):
+def fp32_model(tiny_qwen2):
     """The GGUF as transformers reads it, dequantized to FP32: what the checkpoint rounds."""
     from transformers import AutoModelForCausalLM
-    return AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name,
+    return AutoModelForCausalLM.from_pretrained(tiny_qwen2.parent, gguf_file=tiny_qwen2.name,
                                                 dtype=torch.float32)
 
 
@@ -75,7 +66,7 @@ def test_every_linear_layer_and_the_output_layer_are_int8_within_half_a_step(
         assert torch.equal(tensors[name], fp32_weights[name]), name
 
 
-def test_the_config_tells_vllm_what_it_holds(checkpoint, tiny_gguf):
+def test_the_config_tells_vllm_what_it_holds(checkpoint, tiny_qwen2):
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["architectures"] == ["Qwen2ForCausalLM"]
     assert config["tie_word_embeddings"] is False  # the output layer is int8, the embedding not
@@ -87,8 +78,8 @@ def test_the_config_tells_vllm_what_it_holds(checkpoint, tiny_gguf):
     assert group["weights"]["strategy"] == "channel" and group["weights"]["num_bits"] == 8
     assert group["input_activations"]["dynamic"] is True
     assert group["input_activations"]["strategy"] == "token"
-    assert config["perfgym_int8"] == {"gguf": tiny_gguf.name,
-                                      "size": tiny_gguf.stat().st_size}
+    assert config["perfgym_int8"] == {"gguf": tiny_qwen2.name,
+                                      "size": tiny_qwen2.stat().st_size}
     assert (checkpoint / "tokenizer.json").exists()
 
 
@@ -117,19 +108,19 @@ def test_the_int8_model_predicts_what_the_gguf_predicts(checkpoint, fp32_model):
 
 
 def test_a_finished_checkpoint_is_kept_and_a_changed_source_written_again(
-        tiny_gguf, checkpoint, tmp_path):
+        tiny_qwen2, checkpoint, tmp_path):
     import shutil
     out = tmp_path / "int8"
     shutil.copytree(checkpoint, out)
     stamp = (out / "model.safetensors").stat().st_mtime_ns
-    assert write_int8_checkpoint(tiny_gguf, out) == out
+    assert write_int8_checkpoint(tiny_qwen2, out) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     config = json.loads((out / "config.json").read_text())
     config["perfgym_int8"]["size"] += 1  # as if written from another file
     (out / "config.json").write_text(json.dumps(config))
-    write_int8_checkpoint(tiny_gguf, out)
+    write_int8_checkpoint(tiny_qwen2, out)
     assert json.loads((out / "config.json").read_text())["perfgym_int8"]["size"] == \
-        tiny_gguf.stat().st_size
+        tiny_qwen2.stat().st_size
     assert not list(tmp_path.glob(".int8.*.tmp"))  # nothing half-written left beside it
 
 
@@ -138,12 +129,12 @@ def test_a_finished_checkpoint_is_kept_and_a_changed_source_written_again(
     ("{notgguf}", "dir", "not a named model or a .gguf file"),
     ("{gguf}", "{file}", "exists and is not a directory"),
 ])
-def test_bad_input_is_one_line_and_exit_2(model, out, says, tiny_gguf, tmp_path):
+def test_bad_input_is_one_line_and_exit_2(model, out, says, tiny_qwen2, tmp_path):
     notgguf = tmp_path / "weights.bin"
     notgguf.write_bytes(b"\0" * 64)
     afile = tmp_path / "afile"
     afile.write_text("x")
-    fill = {"notgguf": notgguf, "gguf": tiny_gguf, "file": afile}
+    fill = {"notgguf": notgguf, "gguf": tiny_qwen2, "file": afile}
     done = subprocess.run([sys.executable, "-m", "perfgym.cli", "model", "int8",
                            model.format(**fill), str(tmp_path / out.format(**fill))
                            if out == "dir" else out.format(**fill)],

@@ -1,7 +1,8 @@
 """The fast engine runs a GGUF as shipped: a qwen2 model (the coder's architecture, which the
 rewrite for trained weights cannot write) loads without a rewrite, its tokenizer and chat
 template read from the file, and its greedy tokens are transformers' for the same file. The
-model is a tiny random qwen2 GGUF made here, with the default model's tokenizer."""
+model is a tiny random qwen2 GGUF (tiny_qwen2.py, the `tiny_qwen2` fixture) with the default
+model's tokenizer."""
 from __future__ import annotations
 
 import pytest
@@ -10,15 +11,6 @@ pytest.importorskip("openvino_genai", reason="the local extra is not installed: 
                     "pip install 'perfgym[local]'")
 pytest.importorskip("gguf", reason="the local extra is not installed: "
                     "pip install 'perfgym[local]'")
-
-from tiny_qwen2 import write_tiny_qwen2  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def tiny_qwen2(tmp_path_factory):
-    from perfgym.models import shipped_gguf
-    folder = tmp_path_factory.mktemp("qwen2")
-    return write_tiny_qwen2(folder / "tiny-qwen2.gguf", shipped_gguf())
 
 
 def test_the_policy_runs_a_qwen2_gguf_without_a_rewrite(tiny_qwen2, tmp_path, monkeypatch):
