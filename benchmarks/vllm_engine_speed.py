@@ -24,6 +24,9 @@ import time
 
 def main() -> None:
     checkpoint, ids_path, samples, tokens = sys.argv[1:5]
+    if "--no-amx" in sys.argv[5:] and not os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        sys.exit("--no-amx: set ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI in the environment too "
+                 "(oneDNN reads it when it loads), or the int8 matmuls may use AMX")
     import torch
     if "--no-amx" in sys.argv[5:]:
         torch.cpu._is_amx_tile_supported = lambda: False  # vLLM's AMX kernels check this
