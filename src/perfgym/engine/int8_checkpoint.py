@@ -1,7 +1,7 @@
 """A GGUF model written again as an int8 checkpoint for vLLM's CPU engine (W8A8).
 
 Why: on a CPU without BF16, OpenVINO GenAI decodes the coder's search batch (8 samples of one
-prompt) at 19-29 tokens/s in FP32. vLLM's CPU build multiplies int8 weights by int8
+prompt) at 17-29 tokens/s in FP32. vLLM's CPU build multiplies int8 weights by int8
 activations (quantized per token as they come) with oneDNN's VNNI kernels, a quarter of the
 bytes and four times the arithmetic of FP32. vLLM does not read a GGUF on a CPU, so the GGUF's
 weights are dequantized (by transformers) and rounded again to int8, per output channel,
