@@ -75,7 +75,7 @@ def main() -> None:
         return
     sys.path.insert(0, str(HERE))
     from results_by_machine import machine
-    from perfgym.engine.int8_checkpoint import write_int8_checkpoint
+    from perfgym.engine.int8_checkpoint import write_checkpoint, write_int8_checkpoint
     from perfgym.models import shipped_engine_gguf
     from perfgym.paths import cache_dir
     from perfgym.policies.openvino import search_prompt_ids
@@ -89,7 +89,7 @@ def main() -> None:
         ref_path = Path(tmp) / "ref.json"
         ref_path.write_text(json.dumps(reference(gguf, search_prompt_ids(gguf), int8)))
         fp32 = Path(tmp) / "fp32"  # the bf16 yardstick: the same weights, unquantized
-        fp32_from_gguf(gguf, fp32)
+        write_checkpoint(gguf, fp32, int8=False)
         for checkpoint, dtype, name in ((int8, "float32" if args.no_amx else "bfloat16",
                                          "int8 W8A8"), (fp32, "bfloat16", "bf16")):
             done = subprocess.run([args.vllm_python, __file__, "--engine-row", str(checkpoint),
@@ -106,24 +106,6 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({**machine(every_flag=True), "rows": rows,
                                                "emulated": "no-amx" if args.no_amx else None},
                                               indent=2) + "\n")
-
-
-def fp32_from_gguf(gguf: Path, out: Path) -> None:
-    """The GGUF's weights dequantized, unquantized again (FP32) for vLLM: the yardstick."""
-    import torch
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                 dtype=torch.float32)
-    out.mkdir(parents=True)
-    state = {k: v.contiguous().clone() for k, v in model.state_dict().items()}
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    config = model.config
-    if getattr(config, "quantization_config", None) is not None:
-        del config.quantization_config
-    config.tie_word_embeddings, config.architectures = False, [type(model).__name__]
-    config.save_pretrained(out)
-    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
 
 
 if __name__ == "__main__":

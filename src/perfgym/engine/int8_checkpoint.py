@@ -63,18 +63,26 @@ def stored_source(out: Path) -> dict[str, Any] | None:
 def write_int8_checkpoint(gguf: str | Path, out: str | Path) -> Path:
     """Write `gguf` to `out` as an int8 W8A8 checkpoint (once: a finished one from the same
     file is kept). Whole or not at all: written beside `out`, then renamed."""
+    gguf, out = Path(gguf).resolve(), Path(out)
+    source = {"gguf": gguf.name, "size": gguf.stat().st_size}
+    if stored_source(out) == source:
+        return out
+    return write_checkpoint(gguf, out, int8=True, source=source)
+
+
+def write_checkpoint(gguf: str | Path, out: str | Path, int8: bool = True,
+                     source: dict[str, Any] | None = None) -> Path:
+    """Write `gguf` to `out` for vLLM: int8 W8A8 (`int8`), else the dequantized FP32 weights
+    (int8's yardstick). Whole or not at all: written beside `out`, then renamed."""
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf, out = Path(gguf).resolve(), Path(out)
-    source = {"gguf": gguf.name, "size": gguf.stat().st_size}
-    if stored_source(out) == source:
-        return out
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
                                                  dtype=torch.float32)
     linears = [name for name, module in model.named_modules()
-               if isinstance(module, torch.nn.Linear)]
+               if int8 and isinstance(module, torch.nn.Linear)]
     tensors: dict[str, Any] = {}
     for name, tensor in model.state_dict().items():
         module = name.rsplit(".", 1)[0]
@@ -86,7 +94,7 @@ def write_int8_checkpoint(gguf: str | Path, out: str | Path) -> Path:
     config = model.config
     if getattr(config, "quantization_config", None) is not None:
         del config.quantization_config  # transformers' note that it read a GGUF
-    config.tie_word_embeddings = False  # the output layer is int8, the embedding FP32
+    config.tie_word_embeddings = False  # the output layer is written apart from the embedding
     config.architectures = [type(model).__name__]
     config.dtype = "float32"
     del model
@@ -95,10 +103,11 @@ def write_int8_checkpoint(gguf: str | Path, out: str | Path) -> Path:
     tmp.mkdir(parents=True)
     save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(tmp)
-    written = json.loads((tmp / "config.json").read_text())
-    written["quantization_config"] = quantization_config("lm_head" in linears)
-    written[MARKER] = source
-    (tmp / "config.json").write_text(json.dumps(written, indent=2) + "\n")
+    if int8:
+        written = json.loads((tmp / "config.json").read_text())
+        written["quantization_config"] = quantization_config("lm_head" in linears)
+        written[MARKER] = source or {"gguf": gguf.name, "size": gguf.stat().st_size}
+        (tmp / "config.json").write_text(json.dumps(written, indent=2) + "\n")
     AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
     if out.exists():
         shutil.rmtree(out)
