@@ -75,12 +75,12 @@ def main() -> None:
         return
     sys.path.insert(0, str(HERE))
     from results_by_machine import machine
-    from perfgym.engine.int8_checkpoint import write_checkpoint, write_int8_checkpoint
+    from perfgym.engine.int8_checkpoint import write_checkpoint
+    from perfgym.engine.vllm_engine import int8_checkpoint
     from perfgym.models import shipped_engine_gguf
-    from perfgym.paths import cache_dir
     from perfgym.policies.openvino import search_prompt_ids
     gguf = shipped_engine_gguf("coder")
-    int8 = write_int8_checkpoint(gguf, cache_dir() / "int8" / gguf.stem)
+    int8 = int8_checkpoint(gguf)
     env = dict(os.environ)
     if args.no_amx:
         env["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_VNNI"

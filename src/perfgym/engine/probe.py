@@ -7,6 +7,10 @@ here (a short generation of a search's batch: 8 samples of one prompt), takes th
 stores the figures beside the machine's other facts (`cache_dir()/engine/`), keyed by the
 machine's fingerprint and the model's file. A later search reads the choice.
 
+Where vLLM's CPU build is installed (engine/vllm_engine.py), the coder's int8 copy on it is one
+more candidate: on a CPU without BF16 it decoded the search's batch about twice as fast as
+OpenVINO's FP32. Installing it later measures again (the candidates are part of the key).
+
 The engine's own precisions stay the choice unless another setting is at least `MARGIN`
 faster: the probe is short and the machine may be busy, and a setting that wins by less is not
 shown to win.
@@ -31,6 +35,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
               "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0},
     "kv_f16": {"KV_CACHE_PRECISION": "f16"},
 }
+VLLM = "vllm_int8"  # the candidate that is another engine: vLLM on the int8 checkpoint
 DEFAULT = "engine"
 MARGIN = 1.15
 SAMPLES = 8  # a search round's batch: samples of one prompt
@@ -41,10 +46,17 @@ PROBE_VERSION = 2  # a probe that measures otherwise chooses anew
 Measure = Callable[[Path, dict[str, Any]], float]  # (gguf, properties) -> tokens per second
 
 
+def candidates() -> dict[str, dict[str, Any]]:
+    """OpenVINO's settings, and vLLM where it is installed (properties {"engine": "vllm"})."""
+    from .vllm_engine import vllm_python
+    return {**CANDIDATES, **({VLLM: {"engine": "vllm"}} if vllm_python() else {})}
+
+
 def choice_path(gguf: Path) -> Path:
     from ..machine import fingerprint
     stat = gguf.stat()
-    key = f"{fingerprint()['id']}-{gguf.name}-{stat.st_size}-v{PROBE_VERSION}"
+    engines = "-vllm" if VLLM in candidates() else ""
+    key = f"{fingerprint()['id']}-{gguf.name}-{stat.st_size}-v{PROBE_VERSION}{engines}"
     return cache_dir() / "engine" / f"{key}.json"
 
 
@@ -54,28 +66,38 @@ def engine_settings(gguf: str | Path, measure: Measure,
     {"name", "properties", "rows": [{"name", "tok_s"}], "cpu", "isa", "measured_at"}."""
     gguf = Path(gguf)
     path = choice_path(gguf)
+    options = candidates()
     try:
         stored = json.loads(path.read_text())
-        if stored.get("name") in CANDIDATES:
-            return {**stored, "properties": CANDIDATES[stored["name"]]}
+        if stored.get("name") in options:
+            return {**stored, "properties": options[stored["name"]]}
     except (OSError, ValueError):
         pass  # none yet, or damaged: measure
     if say:
         say(f"choosing the engine's settings for this CPU (once per machine and model: "
-            f"{len(CANDIDATES)} short runs)")
-    choice = probe(gguf, measure)
+            f"{len(options)} short runs{', vLLM among them' if VLLM in options else ''})")
+    choice = probe(gguf, measure, options)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(choice, indent=2))
     tmp.replace(path)  # whole or not at all: a concurrent first use reads one or the other
-    return {**choice, "properties": CANDIDATES[choice["name"]]}
+    return {**choice, "properties": options[choice["name"]]}
 
 
-def probe(gguf: Path, measure: Measure) -> dict[str, Any]:
+def probe(gguf: Path, measure: Measure,
+          options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Each candidate's tokens per second; the fastest by MARGIN over the default, else the
-    default."""
+    default. vLLM failing to run is a row with its error and no speed, not a failed search."""
     from ..machine import fingerprint
-    rows = [{"name": name, "tok_s": measure(gguf, props)} for name, props in CANDIDATES.items()]
+    from .openvino import EngineUnavailable
+    rows = []
+    for name, props in (options or CANDIDATES).items():
+        try:
+            rows.append({"name": name, "tok_s": measure(gguf, props)})
+        except EngineUnavailable as exc:
+            if name != VLLM:
+                raise
+            rows.append({"name": name, "tok_s": 0.0, "error": str(exc)[:500]})
     rate = {r["name"]: r["tok_s"] for r in rows}
     best = max(rate, key=rate.get)
     name = best if rate[best] >= rate[DEFAULT] * MARGIN else DEFAULT

@@ -63,11 +63,15 @@ def _measured_settings(gguf: Path) -> dict[str, Any]:
     """engine.probe's choice for this machine, measured at its first use, with a message."""
     import sys
 
-    from ..engine.probe import engine_settings, measure_tok_s
+    from ..engine import vllm_engine
+    from ..engine.probe import SAMPLES, TOKENS, engine_settings, measure_tok_s
     ids: list[int] = []
 
     def measure(path: Path, props: dict[str, Any]) -> float:
         ids[:] = ids or search_prompt_ids(path)
+        if props.get("engine") == "vllm":
+            return vllm_engine.measure_tok_s(path, vllm_engine.vllm_python(), ids, SAMPLES,
+                                             TOKENS)
         return measure_tok_s(path, props, ids)
     return engine_settings(gguf, measure,
                            say=lambda line: print(line, file=sys.stderr, flush=True))
@@ -84,6 +88,19 @@ def search_prompt_ids(gguf: Path) -> list[int]:
     return tokenizer(tokenizer.apply_chat_template(
         [{"role": "user", "content": prompt}], tokenize=False,
         add_generation_prompt=True))["input_ids"]
+
+
+def _vllm_engine(gguf: Path) -> Any:
+    """vLLM's CPU build on `gguf`'s int8 copy, loaded with a message (engine/vllm_engine.py)."""
+    import sys
+
+    from ..engine.vllm_engine import VLLMEngine, int8_checkpoint, vllm_python
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+    checkpoint = int8_checkpoint(gguf, say)
+    say("starting vLLM's CPU build on the int8 coder (measured faster here than OpenVINO)")
+    return VLLMEngine(checkpoint, vllm_python())
 
 
 class OpenVINOPolicy:
@@ -121,6 +138,10 @@ class OpenVINOPolicy:
             try:
                 # not exact: the settings measured fastest on this machine (engine.probe)
                 self.engine_choice = None if exact else _measured_settings(shipped)
+                if self.engine_choice and self.engine_choice["properties"].get("engine"):
+                    self.engine = _vllm_engine(shipped)  # another engine measured faster
+                    self.name = "vllm"
+                    return
                 self.engine = OpenVINOEngine(
                     shipped, cache_gb=max(cache_gb, SHIPPED_ENGINE["cache_gb"]), exact=exact,
                     prefix_caching=(SHIPPED_ENGINE["prefix_caching"] if prefix_caching is None

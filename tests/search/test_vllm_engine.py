@@ -1,0 +1,265 @@
+"""vLLM's CPU build as the coder's engine where it is installed (engine/vllm_engine.py).
+
+The probe measures it beside OpenVINO's settings and the search takes it only where it is
+faster by the margin; a vLLM that fails is a row with its error, not a failed search. The
+worker process is held to bounds: a start, a request and a stop each have one, and a worker
+that dies or writes garbage is one clear error. vLLM is not in CI's environment, so the bounds
+are tested with scripted workers (the test is the plumbing, not vLLM), the choice with fake
+timings (the test is the choice), and the real worker where $PERFGYM_VLLM_PYTHON is set.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+
+import pytest
+
+from perfgym.engine import probe, vllm_engine
+from perfgym.engine.openvino import EngineUnavailable
+
+
+@pytest.fixture
+def gguf(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(vllm_engine.PYTHON_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # no default vLLM there
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"GGUF" + b"\0" * 60)
+    return path
+
+
+@pytest.fixture
+def with_vllm(tmp_path, monkeypatch):
+    python = tmp_path / "vllm-env" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    monkeypatch.setenv(vllm_engine.PYTHON_ENV, str(python))
+    return python
+
+
+def fake(rates: dict[str, float], calls: list, fails: set[str] = frozenset()):
+    def measure(path, props):
+        name = "vllm_int8" if props.get("engine") == "vllm" else next(
+            n for n, p in probe.CANDIDATES.items() if p == props)
+        calls.append(name)
+        if name in fails:
+            raise EngineUnavailable(f"{name} would not start")
+        return rates[name]
+    return measure
+
+
+RATES = {"engine": 20.0, "exact": 17.0, "kv_f16": 19.0}
+
+
+def test_without_vllm_it_is_no_candidate(gguf):
+    calls = []
+    chosen = probe.engine_settings(gguf, fake({**RATES, "vllm_int8": 99.0}, calls))
+    assert sorted(calls) == sorted(probe.CANDIDATES) and chosen["name"] == "engine"
+
+
+def test_vllm_is_measured_and_taken_where_faster_by_the_margin(gguf, with_vllm):
+    calls = []
+    chosen = probe.engine_settings(gguf, fake({**RATES, "vllm_int8": 41.0}, calls))
+    assert chosen["name"] == probe.VLLM and chosen["properties"] == {"engine": "vllm"}
+    assert "vllm_int8" in calls and len(calls) == len(probe.CANDIDATES) + 1
+    again = probe.engine_settings(gguf, fake({}, calls))  # stored: nothing measured
+    assert again["name"] == probe.VLLM and len(calls) == len(probe.CANDIDATES) + 1
+
+
+def test_vllm_within_the_margin_is_not_taken(gguf, with_vllm):
+    rates = {**RATES, "vllm_int8": RATES["engine"] * probe.MARGIN * 0.98}
+    assert probe.engine_settings(gguf, fake(rates, []))["name"] == "engine"
+
+
+def test_a_vllm_that_fails_is_a_row_with_its_error_and_openvino_is_taken(gguf, with_vllm):
+    chosen = probe.engine_settings(gguf, fake(RATES, [], fails={"vllm_int8"}))
+    assert chosen["name"] == "engine"
+    row = next(r for r in chosen["rows"] if r["name"] == "vllm_int8")
+    assert row["tok_s"] == 0.0 and "would not start" in row["error"]
+
+
+def test_an_openvino_setting_that_fails_still_fails_the_probe(gguf, with_vllm):
+    with pytest.raises(EngineUnavailable):
+        probe.engine_settings(gguf, fake({**RATES, "vllm_int8": 50.0}, [], fails={"exact"}))
+
+
+def test_installing_or_removing_vllm_measures_again(gguf, tmp_path, monkeypatch):
+    calls = []
+    probe.engine_settings(gguf, fake({**RATES, "vllm_int8": 50.0}, calls))
+    assert "vllm_int8" not in calls
+    python = tmp_path / "xdg" / "perfgym" / "vllm" / "bin" / "python"  # the default place
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    assert probe.engine_settings(gguf, fake({**RATES, "vllm_int8": 50.0}, calls))["name"] \
+        == probe.VLLM
+    assert calls.count("vllm_int8") == 1
+    python.unlink()  # gone again: the choice made without it stands, vLLM is not asked for
+    assert probe.engine_settings(gguf, fake({}, calls))["name"] == "engine"
+    assert calls.count("vllm_int8") == 1
+
+
+def test_a_named_vllm_python_that_is_not_there_is_a_clear_error(gguf, tmp_path, monkeypatch):
+    monkeypatch.setenv(vllm_engine.PYTHON_ENV, str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(EngineUnavailable, match=r"PERFGYM_VLLM_PYTHON .* not a file"):
+        probe.engine_settings(gguf, fake(RATES, []))
+
+
+# --- the worker's bounds, with scripted workers ------------------------------------------
+
+def worker(tmp_path, body: str):
+    path = tmp_path / "worker.py"
+    path.write_text("import json, os, subprocess, sys, time\n" + textwrap.dedent(body))
+    return path
+
+
+def start(tmp_path, body: str, **kw):
+    return vllm_engine.VLLMEngine(tmp_path / "ckpt", sys.executable,
+                                  worker=worker(tmp_path, body), **kw)
+
+
+ECHO = """
+print(json.dumps({"ready": True, "dtype": "float32"}), flush=True)
+for line in sys.stdin:
+    r = json.loads(line)
+    ids = [[[7] * min(3, r["max_tokens"]) for _ in range(r["n"])] for _ in r["prompts"]]
+    print(json.dumps({"ids": ids, "finish": [["length"] * r["n"] for _ in r["prompts"]]}),
+          flush=True)
+"""
+
+
+def test_a_worker_answers_as_the_engine_does_and_stops_with_its_input(tmp_path):
+    engine = start(tmp_path, ECHO)
+    groups = engine.generate([[1, 2], [3]], 2, max_tokens=5, seed=4, eos_ids=(9,))
+    assert [[s.ids for s in g] for g in groups] == [[[7, 7, 7]] * 2] * 2
+    assert all(s.finish == "length" for g in groups for s in g)
+    engine.close()
+    assert engine.proc.poll() == 0  # it ended by itself when its input closed
+
+
+def test_a_worker_that_never_loads_is_stopped_at_the_start_bound(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(EngineUnavailable, match="did not load the model within 2 s"):
+        start(tmp_path, "time.sleep(600)\n", start_seconds=2)
+    assert time.monotonic() - started < 30
+
+
+def test_a_worker_that_dies_says_why_from_its_log(tmp_path):
+    with pytest.raises(EngineUnavailable, match=r"exit 3.*no module named vllm, say"):
+        start(tmp_path, "print('no module named vllm, say', file=sys.stderr); sys.exit(3)\n")
+
+
+def test_a_request_that_hangs_is_stopped_at_its_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_engine, "request_seconds", lambda *a: 2.0)
+    engine = start(tmp_path, """
+        print(json.dumps({"ready": True}), flush=True)
+        sys.stdin.readline()
+        time.sleep(600)
+        """)
+    started = time.monotonic()
+    with pytest.raises(EngineUnavailable, match="did not answer within 2 s"):
+        engine.generate([[1]], 1, max_tokens=4)
+    assert time.monotonic() - started < 30 and engine.proc.poll() is not None
+
+
+def test_garbage_where_a_reply_is_due_is_an_error(tmp_path):
+    with pytest.raises(EngineUnavailable, match="wrote 'loading weights"):
+        start(tmp_path, "print('loading weights 50%', flush=True); time.sleep(600)\n",
+              start_seconds=20)
+
+
+def test_a_refused_request_is_an_error_and_the_worker_goes_on(tmp_path):
+    engine = start(tmp_path, """
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            r = json.loads(line)
+            if r["grammar"]:
+                print(json.dumps({"error": "ValueError: bad grammar"}), flush=True)
+            else:
+                print(json.dumps({"ids": [[[5]]], "finish": [["stop"]]}), flush=True)
+        """)
+    with pytest.raises(EngineUnavailable, match="bad grammar"):
+        engine.generate([[1]], 1, grammar="root ::= x")
+    assert engine.generate([[1]], 1)[0][0].ids == [5]
+    engine.close()
+
+
+def test_close_stops_the_worker_and_what_it_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_engine, "STOP_SECONDS", 1)
+    pid_file = tmp_path / "child.pid"
+    engine = start(tmp_path, f"""
+        child = subprocess.Popen(["sleep", "600"])
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        print(json.dumps({{"ready": True}}), flush=True)
+        time.sleep(600)  # deaf to its input closing
+        """)
+    child = int(pid_file.read_text())
+    engine.close()
+    assert engine.proc.poll() is not None
+    for _ in range(50):  # the grandchild is killed with the group; reaped by init
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the worker's child outlived close()")
+
+
+# --- the real worker, where vLLM's CPU build is installed ------------------------------
+
+def real_vllm():
+    try:
+        return vllm_engine.vllm_python()
+    except EngineUnavailable:
+        return None
+
+
+needs_vllm = pytest.mark.skipif(real_vllm() is None, reason="vLLM's CPU build is not installed "
+                                "here: set PERFGYM_VLLM_PYTHON (docs/models/coder.md)")
+
+
+@pytest.fixture(scope="module")
+def tiny_int8(tiny_qwen2, tmp_path_factory):
+    pytest.importorskip("transformers")
+    from perfgym.engine.int8_checkpoint import write_int8_checkpoint
+    return write_int8_checkpoint(tiny_qwen2, tmp_path_factory.mktemp("int8") / "tiny")
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_the_real_worker_samples_by_seed_and_ends_with_its_input(tiny_int8):
+    engine = vllm_engine.VLLMEngine(tiny_int8, real_vllm())
+    try:
+        first = engine.generate([[1, 2, 3], [1, 2, 3]], 3, max_tokens=6, temperature=1.0,
+                                seed=11, ignore_eos=True)
+        again = engine.generate([[1, 2, 3], [1, 2, 3]], 3, max_tokens=6, temperature=1.0,
+                                seed=11, ignore_eos=True)
+        assert [[s.ids for s in g] for g in first] == [[s.ids for s in g] for g in again]
+        assert all(len(s.ids) == 6 and s.finish == "length" for g in first for s in g)
+        # two equal prompts in one request are sampled apart (each prompt its own seed)
+        assert [s.ids for s in first[0]] != [s.ids for s in first[1]]
+    finally:
+        engine.close()
+    assert engine.proc.poll() == 0
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_the_policy_runs_on_vllm_where_the_probe_chose_it(tiny_qwen2, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
+    path = probe.choice_path(tiny_qwen2)  # the probe's stored choice: vLLM
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"name": probe.VLLM, "rows": []}))
+    from perfgym.policies.openvino import OpenVINOPolicy
+    policy = OpenVINOPolicy(model_path=str(tiny_qwen2))
+    try:
+        assert policy.name == "vllm"
+        answers = policy.generate(["write a loop"], 2, max_tokens=8, temperature=0.8)
+        assert len(answers) == 1 and len(answers[0]) == 2
+        assert all(isinstance(a, str) for a in answers[0])
+    finally:
+        policy.engine.close()
