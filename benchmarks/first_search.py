@@ -13,8 +13,10 @@ wall time, the answers, `train_geomean_speedup` (the result's speedup over naive
 geometric mean over the train sizes: what the search judged), `confirmed` (timed again against
 naive at the default size in 5 interleaved runs: `speedup`, `low` at 95%), the held-out sizes'
 geometric mean and whether it was right at each, and `fraction_of_expert` (its GFLOP/s at the
-default size over the shipped expert's, measured now). Another task's draw goes to `tasks`.
-Rows of other draws, tasks and machines are kept.
+default size over the shipped expert's, measured now), and `engine`: the policy each model
+answer records (openvino, or vllm where the probe took vLLM's CPU build) and the probe's stored
+choice and rows. Another task's draw goes to `tasks`. Rows of other draws, tasks, machines and
+engines are kept.
 """
 from __future__ import annotations
 
@@ -77,7 +79,8 @@ def main() -> None:
             "heldout_geomean_speedup": heldout.get("speedup"),
             "heldout_all_ok": heldout.get("status") == "OK" if heldout else None,
             "heldout": heldout or None,
-            "failure_causes": result["failure_causes"], "code": best_code(run_dir)}
+            "failure_causes": result["failure_causes"], "code": best_code(run_dir),
+            "engine": engine_row(run_dir)}
     if args.task == "dgemm":
         draw["fraction_of_expert"] = fraction_of_expert(best)
     print(json.dumps(draw, indent=1))
@@ -87,11 +90,31 @@ def main() -> None:
         key = "draws" if args.task == "dgemm" else "tasks"
         if key == "tasks":
             draw["confirmed_low"] = (draw["confirmed"] or {}).get("low")
-        same = (args.task, args.seed, here["cpu"], here["family"], tuple(here["isa"]))
-        rows = [r for r in old.get(key, [])
-                if (r["task"], r["seed"], r["machine"]["cpu"], r["machine"].get("family"),
-                    tuple(r["machine"]["isa"])) != same]
+        def kind(r):  # a draw on another engine is another row
+            return (r["task"], r["seed"], r["machine"]["cpu"], r["machine"].get("family"),
+                    tuple(r["machine"]["isa"]), (r.get("engine") or {}).get("probe_choice"))
+        rows = [r for r in old.get(key, []) if kind(r) != kind(draw)]
         path.write_text(json.dumps({**old, key: rows + [draw]}, indent=1) + "\n")
+
+
+def engine_row(run_dir: Path) -> dict:
+    """Which engine wrote the model's answers (the policy each answer records: openvino, or
+    vllm where the probe took it) and the probe's stored choice for this machine."""
+    import collections
+
+    from perfgym.engine.probe import choice_path
+    from perfgym.models import named_gguf, search_default_model
+    from perfgym.store import RunStore
+    store = RunStore(run_dir)
+    try:
+        policies = collections.Counter(c.policy for c in store.candidates()
+                                       if c.policy not in ("perfgym", "seed"))
+    finally:
+        store.close()
+    path = choice_path(named_gguf(search_default_model()))
+    chosen = json.loads(path.read_text()) if path.is_file() else {}
+    return {"policies": dict(policies), "probe_choice": chosen.get("name"),
+            "probe_rows": chosen.get("rows")}
 
 
 def heldout_row(run_dir: Path, best_id) -> dict:
