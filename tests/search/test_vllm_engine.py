@@ -241,6 +241,13 @@ def test_the_real_worker_samples_by_seed_and_ends_with_its_input(tiny_int8):
         assert all(len(s.ids) == 6 and s.finish == "length" for g in first for s in g)
         # two equal prompts in one request are sampled apart (each prompt its own seed)
         assert [s.ids for s in first[0]] != [s.ids for s in first[1]]
+        # the tiny model's context is 512 tokens: a prompt past it gets empty answers cut at
+        # the length, one near its end answers up to it, and the rest of the batch as asked
+        past, near, short = engine.generate([[1] * 600, [1] * 508, [1, 2]], 2, max_tokens=8,
+                                            temperature=1.0, seed=3, ignore_eos=True)
+        assert [(s.ids, s.finish) for s in past] == [([], "length")] * 2
+        assert all(len(s.ids) == 4 and s.finish == "length" for s in near)
+        assert all(len(s.ids) == 8 for s in short)
     finally:
         engine.close()
     assert engine.proc.poll() == 0

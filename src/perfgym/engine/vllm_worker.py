@@ -34,6 +34,8 @@ import os
 import sys
 import time
 
+MAX_MODEL_LEN = 8192  # prompt and answer, tokens (a search's are 1-3 thousand), or the model's
+
 
 def load(checkpoint: str, no_amx: bool, kv_cache_dtype: str = "auto"):
     """(vLLM's LLM on `checkpoint`, the activations' dtype)."""
@@ -46,7 +48,9 @@ def load(checkpoint: str, no_amx: bool, kv_cache_dtype: str = "auto"):
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{os.cpu_count() - 1}")
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # else one core idles
     from vllm import LLM
-    llm = LLM(model=checkpoint, dtype=dtype, max_model_len=4096, enable_prefix_caching=True,
+    with open(os.path.join(checkpoint, "config.json")) as f:
+        context = min(MAX_MODEL_LEN, json.load(f).get("max_position_embeddings", MAX_MODEL_LEN))
+    llm = LLM(model=checkpoint, dtype=dtype, max_model_len=context, enable_prefix_caching=True,
               max_num_seqs=64, seed=0, distributed_executor_backend="uni",
               kv_cache_dtype=kv_cache_dtype)
     return llm, dtype
@@ -70,22 +74,29 @@ def answer(llm, request: dict) -> dict:
     from vllm import SamplingParams, TokensPrompt
     from vllm.sampling_params import StructuredOutputsParams
     grammar = request["grammar"]
+    context = llm.llm_engine.model_config.max_model_len
 
-    def params(seed):  # each prompt its own seed: two equal prompts must not answer alike
-        return SamplingParams(
-            n=request["n"], max_tokens=request["max_tokens"],
+    def params(seed, prompt_len):  # each prompt its own seed: equal prompts answer apart
+        return SamplingParams(  # an answer stops where the context ends, as in OpenVINO
+            n=request["n"], max_tokens=min(request["max_tokens"], context - prompt_len),
             temperature=max(request["temperature"], 0.0), top_p=request["top_p"] or 1.0,
             top_k=request["top_k"] or 0, min_p=request["min_p"] or 0.0,  # 0: off
             repetition_penalty=request["repetition_penalty"] or 1.0, seed=seed,
             stop=request["stop"] or None, include_stop_str_in_output=bool(request["stop"]),
             stop_token_ids=request["stop_ids"] or None, ignore_eos=request["ignore_eos"],
             structured_outputs=StructuredOutputsParams(grammar=grammar) if grammar else None)
-    seed = request["seed"]
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in request["prompts"]],
-                           [params(None if seed is None else seed + i)
-                            for i in range(len(request["prompts"]))], use_tqdm=False)
-    return {"ids": [[list(o.token_ids) for o in out.outputs] for out in outputs],
-            "finish": [[o.finish_reason or "stop" for o in out.outputs] for out in outputs]}
+    seed, prompts = request["seed"], request["prompts"]
+    fits = [i for i, ids in enumerate(prompts) if len(ids) < context]
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=prompts[i]) for i in fits],
+                           [params(None if seed is None else seed + i, len(prompts[i]))
+                            for i in fits], use_tqdm=False) if fits else []
+    # a prompt past the context has no room for an answer: n empty ones, cut at the length
+    ids = [[[]] * request["n"] for _ in prompts]
+    finish = [["length"] * request["n"] for _ in prompts]
+    for i, out in zip(fits, outputs):
+        ids[i] = [list(o.token_ids) for o in out.outputs]
+        finish[i] = [o.finish_reason or "stop" for o in out.outputs]
+    return {"ids": ids, "finish": finish}
 
 
 def serve(checkpoint: str, no_amx: bool, kv_cache_dtype: str) -> None:
