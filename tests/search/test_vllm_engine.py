@@ -107,6 +107,15 @@ def test_a_named_vllm_python_that_is_not_there_is_a_clear_error(gguf, tmp_path, 
         probe.engine_settings(gguf, fake(RATES, []))
 
 
+def test_openvino_behind_vllm_is_chosen_by_the_same_rule():
+    rows = [{"name": "engine", "tok_s": 20.0}, {"name": "exact", "tok_s": 24.0},
+            {"name": "kv_f16", "tok_s": 21.0}, {"name": "vllm_int8", "tok_s": 60.0}]
+    assert probe.openvino_choice(rows) == "exact"  # 1.2x the default: past the margin
+    rows[1]["tok_s"] = 22.0
+    assert probe.openvino_choice(rows) == "engine"
+    assert probe.openvino_choice([{"name": "vllm_int8", "tok_s": 9.0}]) == probe.DEFAULT
+
+
 # --- the worker's bounds, with scripted workers ------------------------------------------
 
 def worker(tmp_path, body: str):
@@ -270,3 +279,78 @@ def test_the_policy_runs_on_vllm_where_the_probe_chose_it(tiny_qwen2, tmp_path, 
         assert all(isinstance(a, str) for a in answers[0])
     finally:
         policy.engine.close()
+
+
+# --- vLLM failing under a search: OpenVINO GenAI goes on --------------------------------
+
+ONCE = """
+print(json.dumps({"ready": True}), flush=True)
+r = json.loads(sys.stdin.readline())
+print(json.dumps({"ids": [[[7, 7, 7]] * r["n"] for _ in r["prompts"]],
+                  "finish": [["stop"] * r["n"] for _ in r["prompts"]]}), flush=True)
+sys.exit(9)  # then it dies, as a worker killed for memory would
+"""
+
+
+@pytest.fixture
+def chose_vllm(tiny_qwen2, tmp_path, monkeypatch, with_vllm):
+    """The probe's stored choice for the tiny GGUF: vLLM, with OpenVINO's rows behind it."""
+    pytest.importorskip("openvino_genai", reason="the local extra is not installed: "
+                        "pip install 'perfgym[local]'")
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
+    path = probe.choice_path(tiny_qwen2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"name": probe.VLLM, "rows": [
+        {"name": "engine", "tok_s": 10.0}, {"name": "exact", "tok_s": 8.0},
+        {"name": "kv_f16", "tok_s": 10.5}, {"name": probe.VLLM, "tok_s": 30.0}]}))
+    return tiny_qwen2
+
+
+def test_a_vllm_worker_that_dies_mid_search_hands_over_to_openvino(chose_vllm, tmp_path,
+                                                                    monkeypatch, capsys):
+    from perfgym.engine.openvino import OpenVINOEngine
+    from perfgym.policies import openvino as policy_mod
+    monkeypatch.setattr(policy_mod, "_vllm_engine", lambda gguf: start(tmp_path, ONCE))
+    policy = policy_mod.OpenVINOPolicy(model_path=str(chose_vllm))
+    assert policy.name == "vllm"
+    first = policy.generate(["Write a dot product."], 2, max_tokens=6, temperature=0.7)
+    assert first == [[policy.tokenizer.decode([7, 7, 7], skip_special_tokens=True)] * 2]
+    second = policy.generate(["Write a dot product."], 2, max_tokens=6, temperature=0.7)
+    assert policy.name == "openvino" and isinstance(policy.engine, OpenVINOEngine)
+    assert len(second[0]) == 2 and all(isinstance(t, str) for t in second[0])
+    assert policy.engine.properties == probe.CANDIDATES["engine"]  # kv_f16 is within the margin
+    assert "vLLM failed (vLLM's worker ended (exit 9)" in capsys.readouterr().err
+
+
+def test_a_vllm_that_does_not_start_leaves_openvino_running(chose_vllm, monkeypatch):
+    from perfgym.engine.openvino import OpenVINOEngine
+    from perfgym.policies import openvino as policy_mod
+
+    def no_start(gguf):
+        raise EngineUnavailable("vLLM's worker ended (exit 1) before it could load the model")
+    monkeypatch.setattr(policy_mod, "_vllm_engine", no_start)
+    policy = policy_mod.OpenVINOPolicy(model_path=str(chose_vllm))
+    assert policy.name == "openvino" and isinstance(policy.engine, OpenVINOEngine)
+    assert len(policy.generate(["Write a loop."], 1, max_tokens=4)[0]) == 1
+
+
+class _Tokenizer:
+    eos_token_id = None
+
+    def __call__(self, text):
+        return {"input_ids": [1, 2]}
+
+    def decode(self, ids, **_):
+        return "x" * len(ids)
+
+
+def test_without_openvino_behind_it_a_failing_engine_is_a_policy_error(tmp_path):
+    from perfgym.policies import PolicyError
+    from perfgym.policies.openvino import OpenVINOPolicy
+    policy = OpenVINOPolicy.__new__(OpenVINOPolicy)  # its engine and a stand-in tokenizer
+    policy.engine, policy.seed, policy.tokenizer = start(tmp_path, ONCE), 0, _Tokenizer()
+    policy.format = lambda prompt, opening=None: prompt
+    assert policy.generate(["a"], 1) == [["xxx"]]
+    with pytest.raises(PolicyError, match="worker ended"):
+        policy.generate(["a"], 1)

@@ -98,12 +98,22 @@ def probe(gguf: Path, measure: Measure,
             if name != VLLM:
                 raise
             rows.append({"name": name, "tok_s": 0.0, "error": str(exc)[:500]})
-    rate = {r["name"]: r["tok_s"] for r in rows}
-    best = max(rate, key=rate.get)
-    name = best if rate[best] >= rate[DEFAULT] * MARGIN else DEFAULT
+    name = _by_margin({r["name"]: r["tok_s"] for r in rows})
     fp = fingerprint()
     return {"name": name, "rows": rows, "cpu": fp["cpu"], "isa": fp["isa"],
             "samples": SAMPLES, "tokens": TOKENS, "measured_at": time.time()}
+
+
+def openvino_choice(rows: list[dict[str, Any]]) -> str:
+    """OpenVINO's setting among a probe's rows, by the probe's rule (the fastest by MARGIN over
+    the default, else the default): what runs where vLLM was taken and then fails."""
+    rate = {r["name"]: r["tok_s"] for r in rows if r["name"] in CANDIDATES}
+    return _by_margin(rate) if DEFAULT in rate else DEFAULT
+
+
+def _by_margin(rate: dict[str, float]) -> str:
+    best = max(rate, key=rate.get)
+    return best if rate[best] >= rate[DEFAULT] * MARGIN else DEFAULT
 
 
 def measure_tok_s(gguf: Path, props: dict[str, Any], ids: list[int],

@@ -130,7 +130,8 @@ class VLLMEngine:
         """`n` samples for each prompt (token ids), all prompts in one batch, in prompt order,
         as OpenVINOEngine.generate gives them (no log-probabilities: the search needs none)."""
         if self.proc.poll() is not None:
-            raise EngineUnavailable(f"vLLM's worker has ended; its log: {self._tail()}")
+            raise EngineUnavailable(f"vLLM's worker ended (exit {self.proc.returncode}); its "
+                                    f"log: {self._tail()}")
         request = {"prompts": prompt_ids, "n": n, "max_tokens": max_tokens,
                    "temperature": temperature, "top_p": top_p, "top_k": top_k,
                    "min_p": min_p, "repetition_penalty": repetition_penalty, "seed": seed,
@@ -140,8 +141,8 @@ class VLLMEngine:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
         except OSError:
-            raise EngineUnavailable(f"vLLM's worker has ended; its log: {self._tail()}") \
-                from None
+            raise EngineUnavailable(f"vLLM's worker ended (exit {self.proc.wait()}); its log: "
+                                    f"{self._tail()}") from None
         reply = self._reply(request_seconds(len(prompt_ids), n, max_tokens), "answer")
         if "error" in reply:
             raise EngineUnavailable(f"vLLM refused the request: {reply['error']}")

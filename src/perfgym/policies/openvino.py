@@ -135,18 +135,27 @@ class OpenVINOPolicy:
             from ..engine.search_settings import SHIPPED_ENGINE
             self.tokenizer = gguf_tokenizer(shipped)
             exact = SHIPPED_ENGINE["exact"] if exact is None else exact
+
+            def openvino(properties: dict[str, Any] | None) -> OpenVINOEngine:
+                return OpenVINOEngine(
+                    shipped, cache_gb=max(cache_gb, SHIPPED_ENGINE["cache_gb"]), exact=exact,
+                    prefix_caching=(SHIPPED_ENGINE["prefix_caching"] if prefix_caching is None
+                                    else prefix_caching), properties=properties)
             try:
                 # not exact: the settings measured fastest on this machine (engine.probe)
                 self.engine_choice = None if exact else _measured_settings(shipped)
                 if self.engine_choice and self.engine_choice["properties"].get("engine"):
-                    self.engine = _vllm_engine(shipped)  # another engine measured faster
-                    self.name = "vllm"
+                    # another engine measured faster; OpenVINO's best setting stands behind it
+                    from ..engine.probe import CANDIDATES, openvino_choice
+                    behind = CANDIDATES[openvino_choice(self.engine_choice["rows"])]
+                    self._fallback = lambda: openvino(behind)
+                    try:
+                        self.engine = _vllm_engine(shipped)
+                        self.name = "vllm"
+                    except EngineUnavailable as exc:
+                        self._fall_back(exc)
                     return
-                self.engine = OpenVINOEngine(
-                    shipped, cache_gb=max(cache_gb, SHIPPED_ENGINE["cache_gb"]), exact=exact,
-                    prefix_caching=(SHIPPED_ENGINE["prefix_caching"] if prefix_caching is None
-                                    else prefix_caching),
-                    properties=self.engine_choice and self.engine_choice["properties"])
+                self.engine = openvino(self.engine_choice and self.engine_choice["properties"])
             except EngineUnavailable as exc:
                 raise PolicyError(str(exc)) from None
             return
@@ -162,6 +171,20 @@ class OpenVINOPolicy:
         except EngineUnavailable as exc:
             raise PolicyError(str(exc)) from None
 
+    _fallback: Any = None  # where vLLM runs: OpenVINO, made if vLLM fails
+
+    def _fall_back(self, why: Exception) -> None:
+        """vLLM failed (it did not start, its worker died or stuck): the search goes on with
+        OpenVINO GenAI, saying so once. Answers record the engine that wrote them."""
+        import sys
+        print(f"vLLM failed ({str(why)[:300]}); the search goes on with OpenVINO GenAI",
+              file=sys.stderr, flush=True)
+        old = getattr(self, "engine", None)
+        if old is not None:
+            old.close()
+        self.engine, self._fallback = self._fallback(), None
+        self.name = "openvino"
+
     def format(self, prompt: str, opening: str | None = None) -> str:
         from .hf import chat_text
         return chat_text(self.tokenizer, prompt, opening)
@@ -176,14 +199,22 @@ class OpenVINOPolicy:
                for p, o in zip(prompts, openings)]
         opened = any(openings)
         self.seed += 1
-        results = self.engine.generate(
-            ids, n, max_tokens=int(sampling.get("max_tokens", 512)),
+        asked = dict(
+            max_tokens=int(sampling.get("max_tokens", 512)),
             temperature=float(sampling.get("temperature", 1.0)),
             top_p=float(sampling.get("top_p") or 1.0), top_k=int(sampling.get("top_k") or 0),
             min_p=float(sampling.get("min_p") or 0.0),
             repetition_penalty=float(sampling.get("repetition_penalty") or 1.0),
             seed=self.seed * 7919, eos_ids=tuple(self._eos()), stop=STOP if opened else (),
             grammar=GRAMMAR if opened and sampling.get("grammar") else None)
+        from ..engine.openvino import EngineUnavailable
+        try:
+            results = self.engine.generate(ids, n, **asked)
+        except EngineUnavailable as exc:
+            if self._fallback is None:
+                raise PolicyError(str(exc)) from None
+            self._fall_back(exc)
+            results = self.engine.generate(ids, n, **asked)
         texts = [[self.tokenizer.decode(s.ids, skip_special_tokens=True) for s in group]
                  for group in results]
         return [[closed(t) if o else t for t in group] for group, o in zip(texts, openings)]
