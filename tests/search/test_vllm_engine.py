@@ -146,6 +146,7 @@ def test_a_worker_answers_as_the_engine_does_and_stops_with_its_input(tmp_path):
     assert all(s.finish == "length" for g in groups for s in g)
     engine.close()
     assert engine.proc.poll() == 0  # it ended by itself when its input closed
+    assert not engine.log.exists()  # and its log went with it
 
 
 def test_a_worker_that_never_loads_is_stopped_at_the_start_bound(tmp_path):
@@ -173,10 +174,10 @@ def test_a_request_that_hangs_is_stopped_at_its_bound(tmp_path, monkeypatch):
     assert time.monotonic() - started < 30 and engine.proc.poll() is not None
 
 
-def test_garbage_where_a_reply_is_due_is_an_error(tmp_path):
-    with pytest.raises(EngineUnavailable, match="wrote 'loading weights"):
-        start(tmp_path, "print('loading weights 50%', flush=True); time.sleep(600)\n",
-              start_seconds=20)
+@pytest.mark.parametrize("line", ["loading weights 50%", "[1, 2]", "7"])
+def test_garbage_where_a_reply_is_due_is_an_error(tmp_path, line):
+    with pytest.raises(EngineUnavailable, match="where a reply was due"):
+        start(tmp_path, f"print({line!r}, flush=True); time.sleep(600)\n", start_seconds=20)
 
 
 def test_a_refused_request_is_an_error_and_the_worker_goes_on(tmp_path):

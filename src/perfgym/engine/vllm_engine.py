@@ -68,11 +68,11 @@ class VLLMEngine:
     """The int8 `checkpoint` on vLLM, in a worker process of `python`'s environment."""
 
     def __init__(self, checkpoint: str | Path, python: str | Path,
-                 start_seconds: float = START_SECONDS, extra_env: dict[str, str] | None = None,
-                 worker: Path = WORKER, kv_cache_dtype: str = "auto") -> None:
+                 start_seconds: float = START_SECONDS, worker: Path = WORKER,
+                 kv_cache_dtype: str = "auto") -> None:
         fd, log = tempfile.mkstemp(prefix="perfgym-vllm-", suffix=".log")
         self.log = Path(log)
-        env = {**os.environ, **(extra_env or {}), "OMP_WAIT_POLICY": "PASSIVE"}
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
         # (PASSIVE: between requests vLLM's threads sleep, so the gym times on quiet cores)
         try:
             self.proc = subprocess.Popen(
@@ -109,11 +109,14 @@ class VLLMEngine:
             raise EngineUnavailable(f"vLLM's worker ended (exit {code}) before it could "
                                     f"{what}; its log: {self._tail()}")
         try:
-            return json.loads(line)
+            reply = json.loads(line)
         except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
             self._kill()
             raise EngineUnavailable(f"vLLM's worker wrote {line[:200]!r} where a reply was "
-                                    f"due; its log: {self._tail()}") from None
+                                    f"due; its log: {self._tail()}")
+        return reply
 
     def _tail(self) -> str:
         try:
@@ -152,13 +155,14 @@ class VLLMEngine:
 
     def close(self) -> None:
         """Stop the worker and every process it started (its session): its loop ends with its
-        input; one that does not is killed."""
+        input; one that does not is killed. The log of a worker that ended well is removed."""
         proc = getattr(self, "proc", None)
         if proc is None or proc.poll() is not None:
             return
         try:
             proc.stdin.close()
-            proc.wait(timeout=STOP_SECONDS)
+            if proc.wait(timeout=STOP_SECONDS) == 0:
+                self.log.unlink(missing_ok=True)
         except (OSError, subprocess.TimeoutExpired):
             self._kill()
 
