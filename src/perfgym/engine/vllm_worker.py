@@ -76,20 +76,27 @@ def answer(llm, request: dict) -> dict:
     grammar = request["grammar"]
     context = llm.llm_engine.model_config.max_model_len
 
-    def params(seed, prompt_len):  # each prompt its own seed: equal prompts answer apart
-        return SamplingParams(  # an answer stops where the context ends, as in OpenVINO
+    def params(prompt_len):  # an answer stops where the context ends, as in OpenVINO
+        return SamplingParams(
             n=request["n"], max_tokens=min(request["max_tokens"], context - prompt_len),
             temperature=max(request["temperature"], 0.0), top_p=request["top_p"] or 1.0,
             top_k=request["top_k"] or 0, min_p=request["min_p"] or 0.0,  # 0: off
-            repetition_penalty=request["repetition_penalty"] or 1.0, seed=seed,
+            repetition_penalty=request["repetition_penalty"] or 1.0,
             stop=request["stop"] or None, include_stop_str_in_output=bool(request["stop"]),
             stop_token_ids=request["stop_ids"] or None, ignore_eos=request["ignore_eos"],
             structured_outputs=StructuredOutputsParams(grammar=grammar) if grammar else None)
+    # The seed seeds the process's generator, not vLLM's per-request ones: those fail on a CPU
+    # where a long prompt's prefill is split ("CPU Generator does not use offset", vLLM
+    # 0.32). One request at a time, so a request's samples still follow from its seed, and
+    # equal prompts in one request still sample apart.
     seed, prompts = request["seed"], request["prompts"]
+    if seed is not None:
+        import torch
+        torch.manual_seed(seed)
     fits = [i for i, ids in enumerate(prompts) if len(ids) < context]
     outputs = llm.generate([TokensPrompt(prompt_token_ids=prompts[i]) for i in fits],
-                           [params(None if seed is None else seed + i, len(prompts[i]))
-                            for i in fits], use_tqdm=False) if fits else []
+                           [params(len(prompts[i])) for i in fits],
+                           use_tqdm=False) if fits else []
     # a prompt past the context has no room for an answer: n empty ones, cut at the length
     ids = [[[]] * request["n"] for _ in prompts]
     finish = [["length"] * request["n"] for _ in prompts]
