@@ -101,6 +101,18 @@ def test_installing_or_removing_vllm_measures_again(gguf, tmp_path, monkeypatch)
     assert calls.count("vllm_int8") == 1
 
 
+def test_an_int8_checkpoint_that_cannot_be_written_is_vllm_unavailable(gguf, tmp_path,
+                                                                       monkeypatch):
+    from perfgym.engine import int8_checkpoint as writer
+
+    def disk_full(source, out):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(writer, "write_int8_checkpoint", disk_full)
+    monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
+    with pytest.raises(EngineUnavailable, match="cannot write model.gguf .*No space left"):
+        vllm_engine.int8_checkpoint(gguf)
+
+
 def test_a_named_vllm_python_that_is_not_there_is_a_clear_error(gguf, tmp_path, monkeypatch):
     monkeypatch.setenv(vllm_engine.PYTHON_ENV, str(tmp_path / "nowhere" / "python"))
     with pytest.raises(EngineUnavailable, match=r"PERFGYM_VLLM_PYTHON .* not a file"):

@@ -20,7 +20,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,7 +54,11 @@ def int8_checkpoint(gguf: Path, say: Callable[[str], None] | None = None) -> Pat
     out = models_dir() / "int8" / gguf.stem
     if say and stored_source(out) is None:
         say(f"writing {gguf.name} as an int8 checkpoint for vLLM (once: about 2 minutes)")
-    return write_int8_checkpoint(gguf, out)
+    try:
+        return write_int8_checkpoint(gguf, out)
+    except (OSError, ImportError, ValueError, RuntimeError) as exc:  # vLLM is not to be had
+        raise EngineUnavailable(f"cannot write {gguf.name} as an int8 checkpoint in {out}: "
+                                f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
 
 def request_seconds(prompts: int, n: int, max_tokens: int) -> float:
