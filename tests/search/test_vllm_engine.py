@@ -243,11 +243,20 @@ needs_vllm = pytest.mark.skipif(real_vllm() is None, reason="vLLM's CPU build is
                                 "here: set PERFGYM_VLLM_PYTHON (docs/models/coder.md)")
 
 
-@pytest.fixture(scope="module")
-def tiny_int8(tiny_qwen2, tmp_path_factory):
-    pytest.importorskip("transformers")
+@pytest.fixture
+def tiny_gguf(request):
+    """The tiny qwen2 GGUF (conftest's `tiny_qwen2`), skipping first where the local extra
+    that writes and reads it is not installed."""
+    for module in ("gguf", "transformers", "openvino_genai"):
+        pytest.importorskip(module, reason="the local extra is not installed: "
+                            "pip install 'perfgym[local]'")
+    return request.getfixturevalue("tiny_qwen2")
+
+
+@pytest.fixture
+def tiny_int8(tiny_gguf, tmp_path):
     from perfgym.engine.int8_checkpoint import write_int8_checkpoint
-    return write_int8_checkpoint(tiny_qwen2, tmp_path_factory.mktemp("int8") / "tiny")
+    return write_int8_checkpoint(tiny_gguf, tmp_path / "tiny-int8")
 
 
 @pytest.mark.slow
@@ -277,14 +286,14 @@ def test_the_real_worker_samples_by_seed_and_ends_with_its_input(tiny_int8):
 
 @pytest.mark.slow
 @needs_vllm
-def test_the_policy_runs_on_vllm_where_the_probe_chose_it(tiny_qwen2, tmp_path, monkeypatch):
+def test_the_policy_runs_on_vllm_where_the_probe_chose_it(tiny_gguf, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
-    path = probe.choice_path(tiny_qwen2)  # the probe's stored choice: vLLM
+    path = probe.choice_path(tiny_gguf)  # the probe's stored choice: vLLM
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"name": probe.VLLM, "rows": []}))
     from perfgym.policies.openvino import OpenVINOPolicy
-    policy = OpenVINOPolicy(model_path=str(tiny_qwen2))
+    policy = OpenVINOPolicy(model_path=str(tiny_gguf))
     try:
         assert policy.name == "vllm"
         # seeded, as a search's are, and more prompt tokens than vLLM prefills in one step
@@ -310,18 +319,16 @@ sys.exit(9)  # then it dies, as a worker killed for memory would
 
 
 @pytest.fixture
-def chose_vllm(tiny_qwen2, tmp_path, monkeypatch, with_vllm):
+def chose_vllm(tiny_gguf, tmp_path, monkeypatch, with_vllm):
     """The probe's stored choice for the tiny GGUF: vLLM, with OpenVINO's rows behind it."""
-    pytest.importorskip("openvino_genai", reason="the local extra is not installed: "
-                        "pip install 'perfgym[local]'")
     monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PERFGYM_MODELS_DIR", str(tmp_path / "models"))
-    path = probe.choice_path(tiny_qwen2)
+    path = probe.choice_path(tiny_gguf)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"name": probe.VLLM, "rows": [
         {"name": "engine", "tok_s": 10.0}, {"name": "exact", "tok_s": 8.0},
         {"name": "kv_f16", "tok_s": 10.5}, {"name": probe.VLLM, "tok_s": 30.0}]}))
-    return tiny_qwen2
+    return tiny_gguf
 
 
 def test_a_vllm_worker_that_dies_mid_search_hands_over_to_openvino(chose_vllm, tmp_path,

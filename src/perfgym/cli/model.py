@@ -55,8 +55,10 @@ def model_int8(model: str = typer.Argument(
         out: str = typer.Argument(..., help="the checkpoint's directory (written once)")) -> None:
     """Write a GGUF model again as an int8 checkpoint (int8 weights per channel, int8
     activations per token) that vLLM's CPU build serves: on a CPU without BF16 it decoded
-    the coder's search batch faster than the fast engine's FP32. Then `vllm serve OUT` and
-    `perfgym search --model OUT --base-url http://127.0.0.1:8000/v1`."""
+    the coder's search batch faster than the fast engine's FP32. A search writes and runs it
+    by itself where vLLM's environment is installed ($PERFGYM_VLLM_PYTHON); this command is
+    for serving it yourself: `vllm serve OUT`, then `perfgym search --model OUT --base-url
+    http://127.0.0.1:8000/v1`."""
     from pathlib import Path
 
     from ..models import ModelUnavailable, is_named, named_gguf

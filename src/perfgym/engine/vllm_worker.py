@@ -57,12 +57,13 @@ def load(checkpoint: str, no_amx: bool, kv_cache_dtype: str = "auto"):
 
 
 def speed(llm, dtype: str, ids_path: str, samples: str, tokens: str) -> None:
+    import torch
     from vllm import SamplingParams, TokensPrompt
     prompt = TokensPrompt(prompt_token_ids=json.loads(open(ids_path).read()))
     llm.generate([prompt], SamplingParams(n=1, max_tokens=4, temperature=0.5), use_tqdm=False)
     for n in (int(s) for s in samples.split(",")):
-        params = SamplingParams(n=n, max_tokens=int(tokens), ignore_eos=True, temperature=0.5,
-                                seed=2)
+        params = SamplingParams(n=n, max_tokens=int(tokens), ignore_eos=True, temperature=0.5)
+        torch.manual_seed(2)  # as `answer` seeds (vLLM's own seeds fail on a split prefill)
         started = time.perf_counter()
         out = llm.generate([prompt], params, use_tqdm=False)[0]
         seconds = time.perf_counter() - started
