@@ -285,21 +285,87 @@ def test_the_live_view_shows_the_round_the_best_and_its_speedup():
     assert "x naive" in text and "minutes" in text
 
 
-def test_the_model_s_answers_are_capped_near_the_parent_s_length(tmp_path, dgemm):
-    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [BROKEN], "openmp": [BROKEN]})
-    engine.sampling = {"max_tokens": 2048, "temperature": 0.3}
+def caps_asked(engine) -> list[int]:
+    """The max_tokens of every call the engine makes of its policy (recorded, then passed on)."""
     seen = []
     generate = engine.policy.generate
     engine.policy.generate = lambda prompts, n, **kw: seen.append(kw["max_tokens"]) or \
         generate(prompts, n, **kw)
+    return seen
+
+
+def test_the_model_s_answers_are_capped_near_the_parent_s_length(tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [BROKEN], "openmp": [BROKEN]})
+    engine.sampling = {"max_tokens": 2048, "temperature": 0.3}
+    seen = caps_asked(engine)
     climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=1, rounds=1,
                                       rewrites=False))
     climb.run()
     seed = next(c for c in store.candidates() if c.op == "seed")
     code = climb_mod.parent_code(dgemm, seed)
-    assert 300 < len(code) < 2048
-    assert seen == [max(climb_mod.MIN_ANSWER_TOKENS, len(code))]
+    tokens = len(code) // 2  # the replay policy has no tokenizer: half the characters
+    assert seen == [max(climb_mod.MIN_ANSWER_TOKENS, round(tokens * 1.5 + 256))]
+    assert seen[0] < 2048
     assert engine.sampling["max_tokens"] == 2048  # the cap is the round's steps', not the engine's
+
+
+LONG_PARENT = "```c\nvoid matmul_optimized(double *A, double *B, double *C, int M, int N, " \
+    "int K) {\n" + "  /* the parent's long body, a jammed kernel's length */\n" * 60 + \
+    "  for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) { double s = 0;\n" \
+    "    for (int k = 0; k < K; k++) s += A[i * K + k] * B[k * N + j]; C[i * N + j] = s; }\n}\n```\n"
+
+
+def test_a_long_parent_s_answers_may_run_past_the_sampler_s_limit(tmp_path, dgemm):
+    # one change of dgemm's jammed 1,027-token parent cannot be written in the coder's 768:
+    # the cap follows the parent, past the sampler's limit, up to the user's --max-tokens
+    for ceiling, name in ((None, "free"), (900, "ceiling")):
+        store, engine = engine_for(tmp_path, dgemm, {"vectorize": [BROKEN]}, name)
+        engine.sampling = {"max_tokens": 768, "temperature": 0.3}
+        seen = caps_asked(engine)
+        climb = Climb(engine, ClimbConfig(("vectorize",), samples=1, rounds=1, rewrites=False,
+                                          max_answer_tokens=ceiling))
+        seed = climb._seed()
+        store.add_pending("parent", 0, None, seed.id, "transform", "replay", None, LONG_PARENT)
+        parent = engine.run_steps([climb_mod.Step("parent", 0, None, seed, "transform")])[0]
+        engine.run_steps(climb.plan(1, parent))
+        want = round(len(climb_mod.parent_code(dgemm, parent)) // 2 * 1.5 + 256)
+        assert want > 1600 and seen == [min(want, ceiling or want)]
+
+
+def test_a_tokenizer_counts_the_parent_where_the_policy_has_one(tmp_path, dgemm):
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [BROKEN]})
+    climb = Climb(engine, ClimbConfig(("loop_order",), samples=1, rewrites=False))
+    engine.policy.tokenizer = lambda text: {"input_ids": text.split()}  # a token a word
+    seed = climb._seed()
+    words = len(climb_mod.parent_code(dgemm, seed).split())
+    assert climb.parent_tokens(climb_mod.parent_code(dgemm, seed)) == words
+    engine.policy.tokenizer = lambda text: {"input_ids": [0] * 5000}
+    assert climb.answer_cap(seed) == climb_mod.ANSWER_CEILING  # the context's bound
+
+
+def test_the_budget_scales_a_round_s_time_to_the_next_round_s_answer_cap(tmp_path, dgemm):
+    # a batch decodes until its longest answer ends: rounds of short answers are no measure
+    # of a round whose cap is four times theirs
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
+    clock = Clock()
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4, budget_seconds=300,
+                                      rewrites=False), clock)
+    seed = climb._seed()
+    store.event("climb_started", at=clock.now)
+    cap = climb.answer_cap(seed)
+    clock.now += 60  # round 1: 8 answers at this cap in 60 s
+    store.event("iteration_done", iteration=1, children=8, cap=cap, at=clock.now)
+    steps = climb.plan(2, seed)
+    assert len(climb._fit(steps)) == 8  # 240 s left: the same cap's round fits
+    long = [dataclasses.replace(s, max_tokens=4 * cap) for s in steps]
+    # four times the cap: 240 s a round, 30 s an answer; 200 s left hold 6, 3 a transform
+    clock.now += 40
+    assert sorted(int(s.slot.rsplit(":", 1)[1]) for s in climb._fit(long)) == [0, 0, 1, 1, 2, 2]
+    assert len(climb._fit(steps)) == 8  # at the round's own cap it fits whole
+    # a round stored before caps were recorded counts as it was
+    store.event("iteration_done", iteration=2, children=8, at=clock.now + 10)
+    clock.now += 10
+    assert len(climb._fit(long)) == 6
 
 
 def kernel(body: str) -> str:

@@ -39,6 +39,9 @@ def test_the_no_flag_search_of_a_c_task_climbs_the_coder_at_the_train_sizes(dgem
     assert p.size_set == dgemm.sizes("train") and p.answer_start
     assert p.climb.samples == 4 and p.config["climb"]["budget_minutes"] == p.budget_minutes
     assert p.config["model"] and "restarts" not in p.config  # the climb has no draws
+    # a climb's answers follow their parent's length; --max-tokens, when given, bounds them
+    assert p.climb.max_answer_tokens is None
+    assert plan(dgemm, max_tokens=500).climb.max_answer_tokens == 500
 
 
 def test_the_no_flag_search_of_a_pytorch_task_is_sqd_drawing_within_its_budget(torch_task):

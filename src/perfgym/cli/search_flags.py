@@ -113,7 +113,8 @@ class SearchFlags:
     repetition_penalty: float = flag(1.0, help="penalize repeating generated tokens "
                                      "(the prompt is spared; 1: off)")
     max_tokens: Optional[int] = flag(None, help="tokens per completion (default 2048; "
-                                     "the local default model: 256)")
+                                     "the 135M model 256, the coder 768; a climb's answers "
+                                     "about their parent's length, at most this)")
     answer_start: Optional[bool] = flag(
         None, "--answer-start/--no-answer-start", help="perfgym writes the start of each "
         "answer (fence, includes, the entry's signature) and the model writes the body "

@@ -206,7 +206,7 @@ def _climb_config(f: SearchFlags, algo: str, rounds: int,
         return None
     try:
         return ClimbConfig(tuple(x.strip() for x in f.transforms.split(",")), samples=f.g,
-                           rounds=rounds,
+                           rounds=rounds, max_answer_tokens=f.max_tokens,
                            budget_seconds=budget_minutes * 60 if budget_minutes else None)
     except ValueError as exc:
         raise UserError(f"climb options: {exc}") from None

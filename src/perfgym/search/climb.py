@@ -33,7 +33,17 @@ from .engine import Engine, Step, parent_code
 from .sqd import summary
 
 TRANSFORMS = ("loop_order", "openmp", "vectorize", "blocking", "unroll")
-MIN_ANSWER_TOKENS = 384  # the least a climb's answer may take (see Climb.answer_cap)
+# A climb's answer may take its parent's tokens times ANSWER_GROWTH plus ANSWER_SLACK (at least
+# MIN_ANSWER_TOKENS, at most ANSWER_CEILING), in place of the sampler's own limit. Of the
+# coder's 278 right answers to a named change in the Intel and AMD run stores, 95% were at
+# most 1.48x their parent's tokens; the longest, blocking of a 149-token naive kernel, 434
+# tokens. The sampler's 768 could not hold one change of dgemm's jammed 1,027-token parent:
+# all 128 answers of three vLLM draws ran to it and none compiled (docs/models/coder.md).
+ANSWER_GROWTH, ANSWER_SLACK = 1.5, 256
+MIN_ANSWER_TOKENS = 384
+# a prompt shows at most PARENT_CODE_CHARS of the parent (about 3,000 tokens): with this much
+# answer it stays inside the coder's 8k context
+ANSWER_CEILING = 4096
 # The stage rules of a step that is not about threads, until OpenMP is in the kernel's line:
 # SQD's stage 3, every technique but OpenMP (and prefetching). Asked for a loop order with
 # <omp.h> in its opening, the coder wrote `#pragma omp parallel for collapse(2)` over the
@@ -58,6 +68,7 @@ class ClimbConfig:
     # judged): below it, a timing's noise on a busy machine would pick
     min_gain: float = 1.05
     budget_seconds: float | None = None  # no round past this (None: all of them)
+    max_answer_tokens: int | None = None  # a ceiling on every answer's cap (--max-tokens)
     rewrites: bool = True  # perfgym's own textbook rewrites beside the model's answers
     # the sampler's temperature for a transform asked again of a parent after k rounds in
     # which every answer to it was the parent's own code: reheat[k - 1] (the last past its
@@ -76,6 +87,11 @@ class ClimbConfig:
         if not self.transforms or unknown:
             raise ValueError(f"transforms are among {', '.join(transform_names())}"
                              + (f", not {', '.join(unknown)}" if unknown else ""))
+
+
+def _cap(steps: list[Step]) -> int | None:
+    """The longest answer cap among a round's steps (None: rewrites, no model answers)."""
+    return max((s.max_tokens or 0 for s in steps), default=0) or None
 
 
 class SeedFailed(ValueError):
@@ -116,7 +132,7 @@ class Climb:
                 parent = better
             store.event("iteration_done", iteration=r, parent=parent.id,
                         climbed=better is not None, rewrites=bool(rewrites), at=self.clock(),
-                        **summary(children))
+                        cap=_cap(steps), **summary(children))
         return store.best()
 
     def plan(self, r: int, parent: Candidate) -> list[Step]:
@@ -228,11 +244,22 @@ class Climb:
         return best if _speed(best) >= _speed(parent) * self.config.min_gain else None
 
     def answer_cap(self, parent: Candidate) -> int:
-        """The tokens a model's answer may take: the parent's length in characters (about 3.5
-        times its tokens; at least MIN_ANSWER_TOKENS). One change of a kernel is about as long
-        as the kernel, and a batch decodes until its longest answer ends (a dgemm round waited
-        400 s on two answers that ran to the 768-token limit, both wrong)."""
-        return max(MIN_ANSWER_TOKENS, len(parent_code(self.engine.task, parent) or ""))
+        """The tokens a model's answer to a change of `parent` may take, in place of the
+        sampler's limit: about as long as the parent (see ANSWER_GROWTH). Not the sampler's
+        limit: one change of a long parent needs more, and a batch decodes until its longest
+        answer ends, so a short parent's round should not wait on answers that run on (a
+        dgemm round waited 400 s on two answers that ran to 768 tokens, both wrong)."""
+        tokens = self.parent_tokens(parent_code(self.engine.task, parent) or "")
+        cap = max(MIN_ANSWER_TOKENS, round(tokens * ANSWER_GROWTH + ANSWER_SLACK))
+        return min(cap, ANSWER_CEILING, self.config.max_answer_tokens or ANSWER_CEILING)
+
+    def parent_tokens(self, code: str) -> int:
+        """`code`'s tokens by the policy's tokenizer, else half its characters (C kernels ran
+        1.97-2.84 characters a token in the coder's tokenizer, 434 kernels: an over-count)."""
+        tokenizer = getattr(self.engine.policy, "tokenizer", None)
+        if tokenizer is not None:
+            return len(tokenizer(code)["input_ids"])
+        return len(code) // 2
 
     def _begun(self, r: int) -> bool:
         return any(c.slot.startswith(f"climb:{r}:") for c in self.engine.store.candidates(r))
@@ -240,14 +267,18 @@ class Climb:
     def _fit(self, steps: list[Step]) -> list[Step]:
         """The steps that fit the budget: all when the longest round yet fits the time left,
         else as many answers as the time left holds at the slowest rate per answer yet,
-        spread over the transforms (none when that is fewer than one per transform)."""
+        spread over the transforms (none when that is fewer than one per transform). A
+        round's time is scaled to these steps' answer cap: a batch decodes until its longest
+        answer ends, and a long parent's round may take several times a short one's."""
         if self.config.budget_seconds is None:
             return steps
         left = self._time_left()
         rounds = self._round_times()
         if not rounds:  # the first round: nothing to go by but the budget itself
             return steps if left > 0 else []
-        longest, per_answer = max(s for s, _ in rounds), max(s / max(n, 1) for s, n in rounds)
+        cap = _cap(steps)
+        scaled = [(s * cap / was if cap and was else s, n) for s, n, was in rounds]
+        longest, per_answer = max(s for s, _ in scaled), max(s / max(n, 1) for s, n in scaled)
         if longest <= left:
             return steps
         fits = int(left // per_answer)
@@ -263,15 +294,16 @@ class Climb:
         started = next(d["at"] for _, _, d in self.engine.store.events("climb_started"))
         return self.config.budget_seconds - (self.clock() - started)
 
-    def _round_times(self) -> list[tuple[float, int]]:
-        """(seconds, answers) of each finished round of the model's answers (a round of
-        rewrites is a few evaluations: no measure of the next round of answers)."""
+    def _round_times(self) -> list[tuple[float, int, int | None]]:
+        """(seconds, answers, answer cap) of each finished round of the model's answers (a
+        round of rewrites is a few evaluations: no measure of the next round of answers; a
+        run from before caps were recorded has None)."""
         store = self.engine.store
         marks = [d["at"] for _, _, d in store.events("climb_started")][:1]
         rows = []
         for _, _, data in store.events("iteration_done"):
             if not data.get("rewrites"):
-                rows.append((data["at"] - marks[-1], data.get("children", 0)))
+                rows.append((data["at"] - marks[-1], data.get("children", 0), data.get("cap")))
             marks.append(data["at"])
         return rows
 

@@ -35,7 +35,7 @@ class Step:
     op: str  # generate | improve | deepen | repair | crossover | transform
     other: Candidate | None = None  # crossover: the second parent
     transform: str | None = None  # transform: which one (prompts/transforms/NAME.txt)
-    max_tokens: int | None = None  # a cap below the sampler's own (a climb's short answers)
+    max_tokens: int | None = None  # the answer's limit in place of the sampler's (a climb's)
     temperature: float | None = None  # the sampler's own unless set (a climb's reheat)
 
     @property
@@ -178,7 +178,7 @@ class Engine:
             by_call[len(group), group[0].max_tokens, group[0].temperature].append(prompt)
         for (n, max_tokens, temperature), all_prompts in by_call.items():
             sampling = self.sampling
-            if max_tokens is not None and max_tokens < sampling.get("max_tokens", max_tokens + 1):
+            if max_tokens is not None:
                 sampling = {**sampling, "max_tokens": max_tokens}
             if temperature is not None:
                 sampling = {**sampling, "temperature": temperature}
