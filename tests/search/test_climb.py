@@ -343,6 +343,41 @@ def test_a_tokenizer_counts_the_parent_where_the_policy_has_one(tmp_path, dgemm)
     assert climb.answer_cap(seed) == climb_mod.ANSWER_CEILING  # the context's bound
 
 
+def test_the_first_round_is_fitted_by_the_engine_s_measured_rate(tmp_path, dgemm):
+    # no round measured yet: the engine probe's rate (slowed as rounds ran against it) says
+    # how long the first one takes; a long parent's first round must not run past the budget
+    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
+    clock = Clock()
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4, budget_seconds=300,
+                                      rewrites=False), clock)
+    seed = climb._seed()
+    store.event("climb_started", at=clock.now)
+    steps = climb.plan(1, seed)
+    assert len(climb._fit(steps)) == 8  # no rate: the budget alone, the round whole
+    cap = climb.answer_cap(seed)
+    # a rate at which the round takes 600 s: 75 s an answer, 4 fit in 300 s, 2 a transform
+    engine.policy.tokens_per_second = climb_mod.PROBE_SLOWDOWN * 8 * cap / 600
+    assert sorted(int(s.slot.rsplit(":", 1)[1]) for s in climb._fit(steps)) == [0, 0, 1, 1]
+    engine.policy.tokens_per_second = climb_mod.PROBE_SLOWDOWN * 8 * cap / 200
+    assert len(climb._fit(steps)) == 8  # a 200 s round fits whole
+
+
+def test_the_policy_s_rate_is_the_probe_s_row_of_the_engine_running():
+    from perfgym.policies.openvino import OpenVINOPolicy
+    policy = OpenVINOPolicy.__new__(OpenVINOPolicy)  # the property alone: no engine loads
+    assert policy.tokens_per_second is None  # not measured (exact, or a model of the user's)
+    rows = [{"name": "engine", "tok_s": 28.6}, {"name": "exact", "tok_s": 27.1},
+            {"name": "vllm_int8", "tok_s": 79.1}]
+    policy.engine_choice = {"name": "vllm_int8", "properties": {"engine": "vllm"},
+                            "rows": rows}
+    policy.name = "vllm"
+    assert policy.tokens_per_second == 79.1
+    policy.name = "openvino"  # vLLM failed: OpenVINO's setting by the same rule runs
+    assert policy.tokens_per_second == 28.6
+    policy.engine_choice = {"name": "exact", "properties": {}, "rows": rows[:2]}
+    assert policy.tokens_per_second == 27.1
+
+
 def test_the_budget_scales_a_round_s_time_to_the_next_round_s_answer_cap(tmp_path, dgemm):
     # a batch decodes until its longest answer ends: rounds of short answers are no measure
     # of a round whose cap is four times theirs

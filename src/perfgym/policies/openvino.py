@@ -172,6 +172,20 @@ class OpenVINOPolicy:
             raise PolicyError(str(exc)) from None
 
     _fallback: Any = None  # where vLLM runs: OpenVINO, made if vLLM fails
+    engine_choice: dict[str, Any] | None = None
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """The engine's rate for a batch of samples as the probe measured it on this machine
+        (the engine running now: OpenVINO's setting after a fallback), None where unmeasured."""
+        if not self.engine_choice:
+            return None
+        name = self.engine_choice["name"]
+        if self.name == "openvino" and self.engine_choice["properties"].get("engine"):
+            from ..engine.probe import openvino_choice
+            name = openvino_choice(self.engine_choice["rows"])
+        return next((r["tok_s"] for r in self.engine_choice["rows"] if r["name"] == name),
+                    None) or None
 
     def _fall_back(self, why: Exception) -> None:
         """vLLM failed (it did not start, its worker died or stuck): the search goes on with

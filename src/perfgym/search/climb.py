@@ -44,6 +44,11 @@ MIN_ANSWER_TOKENS = 384
 # a prompt shows at most PARENT_CODE_CHARS of the parent (about 3,000 tokens): with this much
 # answer it stays inside the coder's 8k context
 ANSWER_CEILING = 4096
+# A round of answers against the engine probe's rate: the probe's short prompt decodes faster
+# than a round's long ones, and the round's evaluations add to it. Intel dgemm rounds of 8
+# answers to the 768-token limit: OpenVINO 275-284 s (1.3x the probe's 28.6 tokens/s), vLLM
+# 121-137 s (1.6x its 79.1).
+PROBE_SLOWDOWN = 1.6
 # The stage rules of a step that is not about threads, until OpenMP is in the kernel's line:
 # SQD's stage 3, every technique but OpenMP (and prefetching). Asked for a loop order with
 # <omp.h> in its opening, the coder wrote `#pragma omp parallel for collapse(2)` over the
@@ -274,9 +279,15 @@ class Climb:
             return steps
         left = self._time_left()
         rounds = self._round_times()
-        if not rounds:  # the first round: nothing to go by but the budget itself
-            return steps if left > 0 else []
         cap = _cap(steps)
+        if not rounds:
+            # the first round of answers: the engine's measured rate where it has one (a
+            # long parent's first round at OpenVINO's 28 tokens/s is 8 minutes), else
+            # nothing to go by but the budget itself
+            rate = getattr(self.engine.policy, "tokens_per_second", None)
+            if not (rate and cap):
+                return steps if left > 0 else []
+            rounds = [(PROBE_SLOWDOWN * len(steps) * cap / rate, len(steps), cap)]
         scaled = [(s * cap / was if cap and was else s, n) for s, n, was in rounds]
         longest, per_answer = max(s for s, _ in scaled), max(s / max(n, 1) for s, n in scaled)
         if longest <= left:
