@@ -230,6 +230,53 @@ def test_close_stops_the_worker_and_what_it_started(tmp_path, monkeypatch):
         pytest.fail("the worker's child outlived close()")
 
 
+def gone(pid: int, seconds: float = 10) -> bool:
+    for _ in range(int(seconds * 10)):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("leader", [True, False])
+def test_a_worker_whose_search_is_killed_ends_mid_request(tmp_path, leader):
+    # the worker leads its own session (as perfgym starts it: close() kills the group), so a
+    # kill of the search's group misses it; it must not decode on for minutes after a kill -9
+    import subprocess
+    worker_py = vllm_engine.__file__.replace("vllm_engine.py", "vllm_worker.py")
+    pids = tmp_path / "pids"
+    busy = textwrap.dedent(f"""
+        import importlib.util, os, subprocess, sys, time
+        spec = importlib.util.spec_from_file_location("w", {worker_py!r})
+        w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+        w.die_with_parent(poll=0.1)
+        child = subprocess.Popen(["sleep", "600"])  # what vLLM might start
+        open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+        while True:
+            pass  # decoding: deaf to stdin
+        """)
+    search = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {busy!r}], stdin=subprocess.PIPE,
+                         start_new_session={leader})
+        time.sleep(600)
+        """)])
+    for _ in range(200):
+        if pids.exists() and len(pids.read_text().split()) == 2:
+            break
+        time.sleep(0.05)
+    worker, child = map(int, pids.read_text().split())
+    search.kill()  # kill -9 of the search
+    search.wait()
+    assert gone(worker), "the worker outlived its search"
+    if leader:  # its group: what it started goes with it
+        assert gone(child), "the worker's child outlived the search"
+    else:
+        os.kill(child, 9)
+
+
 # --- the real worker, where vLLM's CPU build is installed ------------------------------
 
 def real_vllm():

@@ -107,6 +107,25 @@ def answer(llm, request: dict) -> dict:
     return {"ids": ids, "finish": finish}
 
 
+def die_with_parent(poll: float = 1.0) -> None:
+    """End this process (and its group, when it leads one) once the process that started it
+    is gone. The worker has a session of its own, so a signal to the search's group does not
+    reach it, and it reads the end of stdin only between requests: a search killed in the
+    middle of a round left it decoding on both cores for minutes."""
+    import signal
+    import threading
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        if os.getpgid(0) == os.getpid():  # perfgym's start: the group is this worker's own
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def serve(checkpoint: str, no_amx: bool, kv_cache_dtype: str) -> None:
     # replies go to the pipe perfgym reads; everything else written to stdout, by Python or by
     # a library's C code, goes to the log
@@ -132,6 +151,7 @@ def main() -> None:
     if no_amx and not os.environ.get("ONEDNN_MAX_CPU_ISA"):
         sys.exit("--no-amx: set ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI in the environment too "
                  "(oneDNN reads it when it loads), or the int8 matmuls may use AMX")
+    die_with_parent()
     if len(args) >= 2 and args[1] == "--speed" and len(args) >= 5:
         llm, dtype = load(args[0], no_amx, kv)
         speed(llm, dtype, *args[2:5])

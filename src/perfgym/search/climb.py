@@ -18,7 +18,7 @@ at another never becomes a parent.
 
 Every answer is a slot in the run store, and a round's parent is named in its slots, so a
 killed climb resumes where it stopped. With `budget_seconds` a round starts only when the time
-spent plus the longest round yet fits; the last round is cut to the answers that fit.
+spent plus the longest round yet (scaled to its answer cap) fits.
 """
 from __future__ import annotations
 
@@ -44,11 +44,6 @@ MIN_ANSWER_TOKENS = 384
 # a prompt shows at most PARENT_CODE_CHARS of the parent (about 3,000 tokens): with this much
 # answer it stays inside the coder's 8k context
 ANSWER_CEILING = 4096
-# A round of answers against the engine probe's rate: the probe's short prompt decodes faster
-# than a round's long ones, and the round's evaluations add to it. Intel dgemm rounds of 8
-# answers to the 768-token limit: OpenVINO 275-284 s (1.3x the probe's 28.6 tokens/s), vLLM
-# 121-137 s (1.6x its 79.1).
-PROBE_SLOWDOWN = 1.6
 # The stage rules of a step that is not about threads, until OpenMP is in the kernel's line:
 # SQD's stage 3, every technique but OpenMP (and prefetching). Asked for a loop order with
 # <omp.h> in its opening, the coder wrote `#pragma omp parallel for collapse(2)` over the
@@ -270,34 +265,23 @@ class Climb:
         return any(c.slot.startswith(f"climb:{r}:") for c in self.engine.store.candidates(r))
 
     def _fit(self, steps: list[Step]) -> list[Step]:
-        """The steps that fit the budget: all when the longest round yet fits the time left,
-        else as many answers as the time left holds at the slowest rate per answer yet,
-        spread over the transforms (none when that is fewer than one per transform). A
-        round's time is scaled to these steps' answer cap: a batch decodes until its longest
-        answer ends, and a long parent's round may take several times a short one's."""
+        """The steps when their round fits the time left, else none. A round's time: the
+        longest round of answers yet, scaled to these steps' answer cap (a batch decodes
+        until its longest answer ends: a long parent's round takes several times a short
+        one's); before any, the engine probe's rate over these answers, each to the cap.
+        Never cut to fewer answers: a round's answers decode as one batch, and fewer take
+        nearly as long (an Intel dgemm round on OpenVINO: 4 answers 416 s, 8 at the same cap
+        441 s; cut to 4, it ended the search 139 s past its budget)."""
         if self.config.budget_seconds is None:
             return steps
         left = self._time_left()
-        rounds = self._round_times()
         cap = _cap(steps)
+        rounds = [s * cap / was if cap and was else s for s, was in self._round_times()]
         if not rounds:
-            # the first round of answers: the engine's measured rate where it has one (a
-            # long parent's first round at OpenVINO's 28 tokens/s is 8 minutes), else
-            # nothing to go by but the budget itself
             rate = getattr(self.engine.policy, "tokens_per_second", None)
-            if not (rate and cap):
-                return steps if left > 0 else []
-            rounds = [(PROBE_SLOWDOWN * len(steps) * cap / rate, len(steps), cap)]
-        scaled = [(s * cap / was if cap and was else s, n) for s, n, was in rounds]
-        longest, per_answer = max(s for s, _ in scaled), max(s / max(n, 1) for s, n in scaled)
-        if longest <= left:
-            return steps
-        fits = int(left // per_answer)
-        names = list(dict.fromkeys(s.transform for s in steps))
-        each = fits // len(names)
-        if each < 1:
-            return []
-        return [s for s in steps if int(s.slot.rsplit(":", 1)[1]) < each]
+            if rate and cap:
+                rounds = [len(steps) * cap / rate]
+        return steps if left > 0 and max(rounds, default=0.0) <= left else []
 
     def _time_left(self) -> float:
         if self.config.budget_seconds is None:
@@ -305,16 +289,16 @@ class Climb:
         started = next(d["at"] for _, _, d in self.engine.store.events("climb_started"))
         return self.config.budget_seconds - (self.clock() - started)
 
-    def _round_times(self) -> list[tuple[float, int, int | None]]:
-        """(seconds, answers, answer cap) of each finished round of the model's answers (a
-        round of rewrites is a few evaluations: no measure of the next round of answers; a
-        run from before caps were recorded has None)."""
+    def _round_times(self) -> list[tuple[float, int | None]]:
+        """(seconds, answer cap) of each finished round of the model's answers (a round of
+        rewrites is a few evaluations: no measure of the next round of answers; a run from
+        before caps were recorded has None)."""
         store = self.engine.store
         marks = [d["at"] for _, _, d in store.events("climb_started")][:1]
         rows = []
         for _, _, data in store.events("iteration_done"):
             if not data.get("rewrites"):
-                rows.append((data["at"] - marks[-1], data.get("children", 0), data.get("cap")))
+                rows.append((data["at"] - marks[-1], data.get("cap")))
             marks.append(data["at"])
         return rows
 
