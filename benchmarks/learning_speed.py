@@ -333,6 +333,26 @@ def parse_seeds(text: str) -> list[int]:
 
 # --- judging ----------------------------------------------------------------------------------
 
+def parse_weights(text: str) -> dict[str, int]:
+    """--grpo-weights TASK=K,...: how many times a cycle of the training tasks GRPO meets
+    each (1 unless named)."""
+    weights: dict[str, int] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, _, k = item.partition("=")
+        if name not in TRAIN_TASKS or not k.isdigit() or int(k) < 1:
+            raise InputError(f"--grpo-weights takes TRAIN_TASK=K pairs, K at least 1, among "
+                             f"{', '.join(TRAIN_TASKS)}; got {item!r}")
+        weights[name] = int(k)
+    return weights
+
+
+def grpo_cycle(weights: dict[str, int]) -> list[str]:
+    """The training tasks in the order GRPO's groups cycle through them: every task once, then
+    again those weighted more, spread over the cycle (dot=3: the tasks, dot, dot)."""
+    most = max(weights.values(), default=1)
+    return [t for r in range(most) for t in TRAIN_TASKS if weights.get(t, 1) > r]
+
+
 def kernel_code(task_name: str, answer: str) -> str | None:
     """The kernel the gym judges in an answer, None when none extracts."""
     from perfgym.backends import backend_for
@@ -517,6 +537,18 @@ def same_form(out: Path, form: str) -> None:
     if began != form:
         raise InputError(f"{out} began with --answer-form {began}: give that, or a new --out "
                          "and --keep")
+
+
+def same_weights(out: Path, weights: dict[str, int]) -> None:
+    """Record the run's --grpo-weights (grpo_weights.json); an InputError when it began with
+    others: a seed's GRPO would meet its tasks otherwise than another's."""
+    path = out / "grpo_weights.json"
+    began = json.loads(path.read_text()) if path.is_file() else weights
+    if began != weights:
+        named = ",".join(f"{t}={k}" for t, k in began.items()) or "''"
+        raise InputError(f"{out} began with --grpo-weights {named}: give that, or a new "
+                         "--out and --keep")
+    write_json(path, weights)
 
 
 def opened_answer(task_name: str, code: str) -> str | None:
@@ -967,9 +999,11 @@ def run_sft(out: Path, seed: int) -> None:
 
 
 def run_grpo(out: Path, seed: int, steps: int, templates: Path | None = None,
-             form: str = "code") -> None:
+             form: str = "code", weights: dict[str, int] | None = None) -> None:
     from perfgym.train import grpo, recipes
-    values = dict(GRPO, steps=steps, model_path=str(out / f"sft_seed{seed}" / "merged"),
+    cycle = grpo_cycle(weights or {})
+    values = dict(GRPO, task=",".join(cycle), fixed_prompts=len(cycle), steps=steps,
+                  model_path=str(out / f"sft_seed{seed}" / "merged"),
                   seed=seed, output_dir=str(out / f"seed{seed}"),
                   templates=str(templates) if templates else None,
                   **({"answer_start": False, "answer_form": "edits"} if form == "edits"
@@ -1427,6 +1461,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                       if (out / "baselines.json").exists() else None),
         "settings": {"sft_seeds": seeds, "heldout_tasks": list(HELDOUT_TASKS),
                      "train_tasks": list(TRAIN_TASKS), "sft": SFT, "grpo": GRPO,
+                     "grpo_task_weights": (json.loads((out / "grpo_weights.json").read_text())
+                                           if (out / "grpo_weights.json").is_file() else {}),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
@@ -1553,6 +1589,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="code: the student's answers are whole kernels, opened; edits: "
                          "SEARCH/REPLACE blocks of the naive kernel its prompt shows, asked "
                          "for by benchmarks/prompt_variants/edits/ unless --prompts")
+    ap.add_argument("--grpo-weights", default="", metavar="TASK=K,...",
+                    help="GRPO meets TASK K times a cycle of the training tasks (1 each "
+                         "unless named): more of its groups for tasks the student forgets")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1607,6 +1646,7 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     seeds = parse_seeds(args.seeds)
     if args.steps < 1:
         raise InputError(f"--steps is at least 1, got {args.steps}")
+    parse_weights(args.grpo_weights)
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
@@ -1681,7 +1721,7 @@ def this_machine() -> dict:
 # data, each evaluation's records and the stage records. Adapters and merged models are not
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
-        "machines.json", "confirm.json")
+        "machines.json", "confirm.json", "grpo_weights.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1736,7 +1776,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     machines_path = out / "machines.json"
     machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
-            "--steps", str(args.steps),
+            "--steps", str(args.steps), "--grpo-weights", args.grpo_weights,
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
@@ -1822,7 +1862,8 @@ def main(argv: list[str] | None = None) -> None:
         return run_sft(out, args.sft)
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps, templates,
-                        json.loads((out / "pilot.json").read_text()).get("answer_form", "code"))
+                        json.loads((out / "pilot.json").read_text()).get("answer_form", "code"),
+                        parse_weights(args.grpo_weights))
     if args.baselines:
         return run_baselines(out, json.loads((out / "pilot.json").read_text()))
     if args.confirm:
@@ -1836,6 +1877,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             same_prompts(out, templates)
             same_form(out, args.answer_form)
+            same_weights(out, parse_weights(args.grpo_weights))
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

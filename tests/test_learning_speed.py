@@ -112,6 +112,19 @@ def test_grpo_settings_train_on_the_speed_reward_folded_over_train_sizes():
     assert set(ls.GRPO["task"].split(",")) == set(ls.TRAIN_TASKS)
 
 
+def test_grpo_weights_bring_a_task_again_in_the_cycle_and_bind_the_run(tmp_path):
+    assert ls.grpo_cycle({}) == list(ls.TRAIN_TASKS)
+    cycle = ls.grpo_cycle(ls.parse_weights("dot=3,prefix_sum=2"))
+    assert cycle[:len(ls.TRAIN_TASKS)] == list(ls.TRAIN_TASKS)
+    assert cycle[len(ls.TRAIN_TASKS):] == ["dot", "prefix_sum", "dot"]
+    # a run keeps the weights it began with: its seeds' GRPO meet the tasks alike
+    ls.same_weights(tmp_path, {"dot": 3})
+    ls.same_weights(tmp_path, {"dot": 3})
+    with pytest.raises(ls.InputError, match="began with --grpo-weights dot=3"):
+        ls.same_weights(tmp_path, {})
+    assert "grpo_weights.json" in ls.KEPT
+
+
 # --- records ----------------------------------------------------------------------------------
 
 def test_per_sample_records_fold_every_train_size_and_keep_the_kernel():
@@ -633,6 +646,9 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--report-only"], "nothing to report"),
     (["--confirm-only"], "nothing to report"),
     (["--mix-naive", "-1"], "--mix-naive is 0 or more"),
+    (["--grpo-weights", "dot=0"], "--grpo-weights takes TRAIN_TASK=K pairs"),
+    (["--grpo-weights", "histogram=3"], "got 'histogram=3'"),  # held out: never trained on
+    (["--grpo-weights", "dot"], "--grpo-weights takes TRAIN_TASK=K pairs"),
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
     (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),

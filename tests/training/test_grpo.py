@@ -104,6 +104,21 @@ def test_fixed_prompts_of_several_tasks_are_judged_at_each_tasks_own_train_sizes
         assert {size for name, size in asked if name == task.name} == want
 
 
+def test_a_task_named_again_comes_again_in_the_prompt_cycle(coder_model):
+    # the lever for tasks a student forgets: more of GRPO's groups are theirs
+    from transformers import AutoTokenizer
+
+    from perfgym import EvalConfig
+    from perfgym.machine import machine_info
+    from perfgym.train import grpo
+    tokenizer = AutoTokenizer.from_pretrained(str(coder_model))
+    settings = grpo.GRPOSettings(model_path=str(coder_model), task="dgemm,dot,transpose,dot",
+                                 templates=str(TEMPLATES))
+    prompts, cycle = grpo.fixed_prompts(settings, tokenizer, machine_info(), EvalConfig())
+    assert [prompts[t][0].name for t in cycle] == ["dgemm", "dot", "transpose", "dot"]
+    assert len(prompts) == 3 and cycle[1] == cycle[3]
+
+
 def test_edit_answers_are_made_on_the_prompts_kernel_then_judged_and_kept(tmp_path):
     """answer_form "edits": the reward makes each answer's SEARCH/REPLACE edits on the kernel
     its prompt showed, judges the result and keeps it in the run store; an edit that does not

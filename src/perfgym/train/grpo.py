@@ -45,7 +45,9 @@ TESTED_TRL = "1.16.0"
 @dataclass
 class GRPOSettings:
     model_path: str | None  # None: the default model
-    task: str = "dgemm"  # fixed mode may name several, comma-separated: prompts cycle over them
+    # fixed mode may name several, comma-separated: prompts cycle over them, a task named
+    # twice twice a cycle
+    task: str = "dgemm"
     mode: str = "fixed"  # fixed | sqd
     output_dir: str = "runs/grpo"
     steps: int = 200
@@ -412,17 +414,24 @@ def prompt_kernel(task: Task, config: EvalConfig) -> str:
 
 
 def fixed_prompts(settings: GRPOSettings, tokenizer: Any, machine: dict[str, Any],
-                  config: EvalConfig) -> dict[str, tuple[Task, str | None]]:
+                  config: EvalConfig) -> tuple[dict[str, tuple[Task, str | None]], list[str]]:
     """Fixed mode's prompt texts (chat-templated, opened when asked), each with its task and
-    opening, in the order the dataset cycles through them."""
+    opening, and the order the dataset cycles through them: a task named again in
+    `settings.task` comes again in the cycle (more of a step's groups are its own)."""
     templates = Path(settings.templates) if settings.templates else None
     prompts: dict[str, tuple[Task, str | None]] = {}
+    cycle: list[str] = []
+    texts: dict[str, str] = {}
     for name in [t.strip() for t in settings.task.split(",") if t.strip()]:
-        task = get_task(name)
-        text = task_prompt(task, settings.prompt_op, settings.stage, machine, config, templates)
-        opening = answer_start(task) if settings.answer_start else None
-        prompts[_chat(tokenizer, text, opening)] = (task, opening)
-    return prompts
+        if name not in texts:
+            task = get_task(name)
+            text = task_prompt(task, settings.prompt_op, settings.stage, machine, config,
+                               templates)
+            opening = answer_start(task) if settings.answer_start else None
+            texts[name] = _chat(tokenizer, text, opening)
+            prompts[texts[name]] = (task, opening)
+        cycle.append(texts[name])
+    return prompts, cycle
 
 
 @dataclass
@@ -466,11 +475,10 @@ def build(settings: GRPOSettings, model: Any = None, tokenizer: Any = None) -> G
                            size_set=settings.sizes)
     rollout = None
     if settings.mode == "fixed":
-        reward.prompts = fixed_prompts(settings, tokenizer, machine, eval_config)
+        reward.prompts, texts = fixed_prompts(settings, tokenizer, machine, eval_config)
         if settings.answer_form == "edits":
             reward.parents = {text: prompt_kernel(t, eval_config)
                               for text, (t, _) in reward.prompts.items()}
-        texts = list(reward.prompts)
         prompts = [texts[i % len(texts)] for i in range(max(settings.fixed_prompts, len(texts)))]
         dataset = Dataset.from_list([{"prompt": prompts[i % len(prompts)]} for i in range(rows)])
         if settings.engine in ("openvino", "server"):  # rollouts generated in one call
