@@ -11,7 +11,7 @@ CPU: a batch of S samples of one prompt is S rows that each compute the prompt, 
 the prompt S times, where OpenVINO's and vLLM's prefix caches pay it once (their rows time the
 decoding only: compare `decode_tok_s` with theirs, and `tok_s` with what a search would see).
 Build it (the fp32 transformers conversion perfgym keeps, then ORT GenAI's builder; about
-7 GB of disk and 12-16 GB of memory at its peak):
+7 GB of disk and 17 GB of memory at its peak, about a minute on 2 cores):
 
     python -c "from perfgym.models import resolve_model; print(resolve_model('coder'))"
     ORT_PY -m onnxruntime_genai.models.builder -i THAT_DIR -o MODEL_DIR -p int4 -e cpu \
