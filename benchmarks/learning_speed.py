@@ -1776,7 +1776,8 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     machines_path = out / "machines.json"
     machines = json.loads(machines_path.read_text()) if machines_path.exists() else {}
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
-            "--steps", str(args.steps), "--grpo-weights", args.grpo_weights,
+            "--steps", str(args.steps),
+            *(["--grpo-weights", args.grpo_weights] if args.grpo_weights else []),
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 

@@ -5,6 +5,7 @@ import importlib.util
 import json
 import math
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -723,6 +724,29 @@ def test_stages_run_in_order_once_and_a_rerun_skips_what_is_done(tmp_path, monke
     ran.clear()
     ls.stages(args, tmp_path, [1, 2], wall, rss)
     assert ran == []
+
+
+def test_the_grpo_child_gets_the_weights_and_trains_on_their_cycle(tmp_path, monkeypatch):
+    argvs = []
+    monkeypatch.setattr(ls, "run_child", lambda argv: argvs.append(argv) or 1.0)
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, **settings: None)
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1", "--grpo-weights", "dot=3"])
+    ls.stages(args, tmp_path, [1], {}, {})
+    grpo_argv = next(a for a in argvs if "--grpo" in a)
+    assert grpo_argv[grpo_argv.index("--grpo-weights") + 1] == "dot=3"
+    trained = {}
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install "
+                                      "'perfgym[train]'")
+    import perfgym.train.grpo as grpo
+    import perfgym.train.recipes as recipes
+    monkeypatch.setattr(grpo, "train", lambda settings, resume: trained.update(
+        task=settings.task, fixed_prompts=settings.fixed_prompts))
+    monkeypatch.setattr(recipes, "_settings", lambda cls, values, kind: types.SimpleNamespace(
+        **values))
+    (tmp_path / "seed1").mkdir()
+    ls.run_grpo(tmp_path, 1, 2, weights=ls.parse_weights("dot=3"))
+    assert trained["task"].split(",") == [*ls.TRAIN_TASKS, "dot", "dot"]
+    assert trained["fixed_prompts"] == len(ls.TRAIN_TASKS) + 2
 
 
 def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):

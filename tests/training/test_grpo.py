@@ -112,8 +112,8 @@ def test_a_task_named_again_comes_again_in_the_prompt_cycle(coder_model):
     from perfgym.machine import machine_info
     from perfgym.train import grpo
     tokenizer = AutoTokenizer.from_pretrained(str(coder_model))
-    settings = grpo.GRPOSettings(model_path=str(coder_model), task="dgemm,dot,transpose,dot",
-                                 templates=str(TEMPLATES))
+    # (perfgym's own templates: each task's prompt shows its kernel, so each text is its own)
+    settings = grpo.GRPOSettings(model_path=str(coder_model), task="dgemm,dot,transpose,dot")
     prompts, cycle = grpo.fixed_prompts(settings, tokenizer, machine_info(), EvalConfig())
     assert [prompts[t][0].name for t in cycle] == ["dgemm", "dot", "transpose", "dot"]
     assert len(prompts) == 3 and cycle[1] == cycle[3]
