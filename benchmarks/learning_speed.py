@@ -331,8 +331,6 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-# --- judging ----------------------------------------------------------------------------------
-
 def parse_weights(text: str) -> dict[str, int]:
     """--grpo-weights TASK=K,...: how many times a cycle of the training tasks GRPO meets
     each (1 unless named)."""
@@ -352,6 +350,8 @@ def grpo_cycle(weights: dict[str, int]) -> list[str]:
     most = max(weights.values(), default=1)
     return [t for r in range(most) for t in TRAIN_TASKS if weights.get(t, 1) > r]
 
+
+# --- judging ----------------------------------------------------------------------------------
 
 def kernel_code(task_name: str, answer: str) -> str | None:
     """The kernel the gym judges in an answer, None when none extracts."""

@@ -88,13 +88,13 @@ def main() -> None:
             "" if args.kv_cache_dtype == "auto" else f"_kv_{args.kv_cache_dtype}")}[args.engine]]
     ids = search_prompt_ids(gguf)
     rows = []
-    vllm_rates = vllm_tok_s(gguf, ids, args) if args.engine == "vllm" else {}
-    if args.engine == "ort_genai":
-        vllm_rates = ort_genai_tok_s(ids, args)
+    # {samples: row} of an engine measured by a worker in its own environment
+    rates = ({"vllm": vllm_tok_s, "ort_genai": ort_genai_tok_s}[args.engine](gguf, ids, args)
+             if args.engine in ("vllm", "ort_genai") else {})
     for name in names:
         for samples in (int(s) for s in args.samples.split(",")):
             if args.engine in ("vllm", "ort_genai"):
-                tok_s = vllm_rates[samples]["tok_s"]
+                tok_s = rates[samples]["tok_s"]
             elif args.engine == "llama_cpp":
                 tok_s = llama_cpp_tok_s(gguf, ids, samples, args.tokens, here["cores"])
             else:
@@ -108,10 +108,10 @@ def main() -> None:
                    "commit": commit}
             row["emulated"] = "no-amx" if args.no_amx else None
             if args.engine == "vllm":
-                row["dtype"] = vllm_rates[samples]["dtype"]
+                row["dtype"] = rates[samples]["dtype"]
             if args.engine == "ort_genai":  # no prefix sharing: tok_s pays the prompt S times
                 row["prefix_caching"] = False
-                row.update({k: vllm_rates[samples][k] for k in ("decode_tok_s", "prefill_s")})
+                row.update({k: rates[samples][k] for k in ("decode_tok_s", "prefill_s")})
             rows.append(row)
             print(f"{name:8s} {samples:3d} samples: {tok_s:6.1f} tok/s "
                   f"(load {row['load_average']:.2f})", flush=True)
@@ -143,7 +143,7 @@ def vllm_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int
     return {r["samples"]: r for r in rows}
 
 
-def ort_genai_tok_s(ids: list[int], args: argparse.Namespace) -> dict[int, dict]:
+def ort_genai_tok_s(gguf: Path, ids: list[int], args: argparse.Namespace) -> dict[int, dict]:
     """{samples: {"tok_s", "decode_tok_s", "prefill_s"}} of the coder built for ONNX Runtime
     GenAI (int4 weights, int8 compute), by ort_genai_worker.py in ORT GenAI's environment."""
     import tempfile

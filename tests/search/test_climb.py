@@ -108,15 +108,21 @@ class Clock:
         return self.now
 
 
-def test_a_round_that_does_not_fit_the_budget_is_not_started(tmp_path, dgemm):
-    # never cut to fewer answers: they decode as one batch, and 4 took 416 s where 8 took 441
+def budget_climb(tmp_path, dgemm, budget: float):
+    """A climb of two transforms, 4 answers each, under `budget` seconds of a test clock,
+    started: (store, engine, clock, climb, seed)."""
     store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
     clock = Clock()
-    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4, budget_seconds=100,
-                              rewrites=False),
-                  clock)
+    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4,
+                                      budget_seconds=budget, rewrites=False), clock)
     seed = climb._seed()
     store.event("climb_started", at=clock.now)
+    return store, engine, clock, climb, seed
+
+
+def test_a_round_that_does_not_fit_the_budget_is_not_started(tmp_path, dgemm):
+    # never cut to fewer answers: they decode as one batch, and 4 took 416 s where 8 took 441
+    store, engine, clock, climb, seed = budget_climb(tmp_path, dgemm, 100)
     assert len(climb._fit(climb.plan(1, seed))) == 8  # the first round: whole
     clock.now += 60  # round 1: 8 answers in 60 s
     store.event("iteration_done", iteration=1, children=8, at=clock.now)
@@ -342,12 +348,7 @@ def test_a_tokenizer_counts_the_parent_where_the_policy_has_one(tmp_path, dgemm)
 def test_the_first_round_is_fitted_by_the_engine_s_measured_rate(tmp_path, dgemm):
     # no round measured yet: the engine probe's rate says how long the first one takes (every
     # answer to its cap); a long parent's first round must not run past the budget
-    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
-    clock = Clock()
-    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4, budget_seconds=300,
-                                      rewrites=False), clock)
-    seed = climb._seed()
-    store.event("climb_started", at=clock.now)
+    store, engine, clock, climb, seed = budget_climb(tmp_path, dgemm, 300)
     steps = climb.plan(1, seed)
     assert len(climb._fit(steps)) == 8  # no rate: the budget alone, the round whole
     cap = climb.answer_cap(seed)
@@ -376,12 +377,7 @@ def test_the_policy_s_rate_is_the_probe_s_row_of_the_engine_running():
 def test_the_budget_scales_a_round_s_time_to_the_next_round_s_answer_cap(tmp_path, dgemm):
     # a batch decodes until its longest answer ends: rounds of short answers are no measure
     # of a round whose cap is four times theirs
-    store, engine = engine_for(tmp_path, dgemm, {"loop_order": [WRONG], "openmp": [BROKEN]})
-    clock = Clock()
-    climb = Climb(engine, ClimbConfig(("loop_order", "openmp"), samples=4, budget_seconds=300,
-                                      rewrites=False), clock)
-    seed = climb._seed()
-    store.event("climb_started", at=clock.now)
+    store, engine, clock, climb, seed = budget_climb(tmp_path, dgemm, 300)
     cap = climb.answer_cap(seed)
     clock.now += 60  # round 1: 8 answers at this cap in 60 s
     store.event("iteration_done", iteration=1, children=8, cap=cap, at=clock.now)
