@@ -358,6 +358,28 @@ def test_the_first_round_is_fitted_by_the_engine_s_measured_rate(tmp_path, dgemm
     assert len(climb._fit(steps)) == 8
 
 
+def test_a_climb_whose_first_round_never_fits_says_why_it_stopped(tmp_path, dgemm):
+    # a 2-core AVX2 EPYC: the coder at 15 tokens/s, dgemm's rewritten parent; the climb ended
+    # in 40 s with 11 minutes left and no word of why
+    store, engine, clock, climb, seed = budget_climb(tmp_path, dgemm, 300)
+    cap = climb.answer_cap(seed)
+    engine.policy.tokens_per_second = 8 * cap / 960  # a 960 s round
+    clock.now += 40
+    climb.run()
+    assert not [c for c in store.candidates() if c.op == "transform"]
+    stop = [d for _, _, d in store.events("climb_stopped")][-1]
+    assert stop["answers"] == 8 and stop["cap"] == cap
+    assert stop["need_seconds"] == 960.0 and stop["left_seconds"] == 260.0
+    line = climb_mod.stop_line(store)
+    assert line.startswith("stopped before round 1: its 8 answers") and "about 960 s" in line
+    assert "260 s of the budget are left" in line and "--budget-minutes" in line
+    engine.policy.tokens_per_second = 8 * cap / 100  # fits: rounds run, no early-stop line
+    clock.now += 1000  # until the budget is spent, which is no early stop
+    store.event("climb_stopped", round=9, budget=300, answers=8, cap=cap, need_seconds=100.0,
+                left_seconds=-740.0)
+    assert climb_mod.stop_line(store) is None
+
+
 def test_the_policy_s_rate_is_the_probe_s_row_of_the_engine_running():
     from perfgym.policies.openvino import OpenVINOPolicy
     policy = OpenVINOPolicy.__new__(OpenVINOPolicy)  # the property alone: no engine loads

@@ -40,11 +40,14 @@ def with_vllm(tmp_path, monkeypatch):
     return python
 
 
-def fake(rates: dict[str, float], calls: list, fails: set[str] = frozenset()):
-    def measure(path, props):
+def fake(rates: dict[str, float], calls: list, fails: set[str] = frozenset(),
+         beats: list | None = None):
+    def measure(path, props, **kw):
         name = "vllm_int8" if props.get("engine") == "vllm" else next(
             n for n, p in probe.CANDIDATES.items() if p == props)
         calls.append(name)
+        if beats is not None and name == "vllm_int8":
+            beats.append(kw["beat"])
         if name in fails:
             raise EngineUnavailable(f"{name} would not start")
         return rates[name]
@@ -79,6 +82,18 @@ def test_a_vllm_that_fails_is_a_row_with_its_error_and_openvino_is_taken(gguf, w
     assert chosen["name"] == "engine"
     row = next(r for r in chosen["rows"] if r["name"] == "vllm_int8")
     assert row["tok_s"] == 0.0 and "would not start" in row["error"]
+
+
+def test_vllm_is_measured_last_and_told_the_rate_it_must_beat(gguf, with_vllm, tmp_path,
+                                                              monkeypatch):
+    calls, beats = [], []
+    probe.engine_settings(gguf, fake({**RATES, "vllm_int8": 5.0}, calls, beats=beats))
+    assert calls[-1] == "vllm_int8"
+    assert beats == [pytest.approx(RATES["engine"] * probe.MARGIN)]  # the default's by margin
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "cache2"))  # measure again
+    beats.clear()
+    probe.engine_settings(gguf, fake({**RATES, "exact": 31.0, "vllm_int8": 5.0}, [], beats=beats))
+    assert beats == [31.0]  # a faster OpenVINO setting past the margin: that one
 
 
 def test_an_openvino_setting_that_fails_still_fails_the_probe(gguf, with_vllm):
@@ -425,3 +440,51 @@ def test_without_openvino_behind_it_a_failing_engine_is_a_policy_error(tmp_path)
     assert policy.generate(["a"], 1) == [["xxx"]]
     with pytest.raises(PolicyError, match="worker ended"):
         policy.generate(["a"], 1)
+
+
+# --- the probe's measurement of vLLM, bounded by the rate it must beat -----------------------
+
+def speed(tmp_path, monkeypatch, body: str, beat: float | None, samples: str = "8"):
+    monkeypatch.setattr(vllm_engine, "WORKER", worker(tmp_path, body))
+    monkeypatch.setattr(vllm_engine, "int8_checkpoint", lambda gguf: tmp_path / "ckpt")
+    return vllm_engine.speed_rows(tmp_path / "model.gguf", sys.executable, [1] * 100, samples,
+                                  64, beat=beat)
+
+
+def test_vllm_speed_rows_are_timed_around_the_workers_answers(tmp_path, monkeypatch):
+    rows = speed(tmp_path, monkeypatch, ECHO, beat=None, samples="1,8")
+    assert [r["samples"] for r in rows] == [1, 8]  # ECHO: 3 tokens a sample, at once
+    assert all(r["tok_s"] > 3 * r["samples"] and r["dtype"] == "float32" for r in rows)
+
+
+SLOW_PREFILL = """
+print(json.dumps({"ready": True, "dtype": "float32"}), flush=True)
+sys.stdin.readline()
+time.sleep(600)  # the warm-up: the prompt's prefill, as oneDNN's reference GEMM ran it
+"""
+
+
+def test_a_vllm_too_slow_to_win_is_stopped_in_its_warm_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(vllm_engine, "SLACK_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(EngineUnavailable, match=r"the 100.0 tokens/s it had to beat: .*within 2 s"):
+        speed(tmp_path, monkeypatch, SLOW_PREFILL, beat=100.0)  # 100 tokens at 100/s, +1 s
+    assert time.monotonic() - started < 30
+
+
+SLOW_DECODE = """
+print(json.dumps({"ready": True, "dtype": "float32"}), flush=True)
+line = sys.stdin.readline()
+print(json.dumps({"ids": [[[7]]], "finish": [["length"]]}), flush=True)
+sys.stdin.readline()
+time.sleep(600)  # the timed request
+"""
+
+
+@pytest.mark.parametrize("beat", [256.0, 512.0])
+def test_a_vllm_too_slow_to_win_is_stopped_in_its_timed_request(tmp_path, monkeypatch, beat):
+    monkeypatch.setattr(vllm_engine, "SLACK_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(EngineUnavailable, match=f"within {1 + 8 * 64 / beat:.0f} s"):
+        speed(tmp_path, monkeypatch, SLOW_DECODE, beat=beat)  # 8 x 64 tokens at `beat`, +1 s
+    assert time.monotonic() - started < 30

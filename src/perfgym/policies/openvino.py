@@ -67,11 +67,11 @@ def _measured_settings(gguf: Path) -> dict[str, Any]:
     from ..engine.probe import SAMPLES, TOKENS, engine_settings, measure_tok_s
     ids: list[int] = []
 
-    def measure(path: Path, props: dict[str, Any]) -> float:
+    def measure(path: Path, props: dict[str, Any], beat: float | None = None) -> float:
         ids[:] = ids or search_prompt_ids(path)
         if props.get("engine") == "vllm":
             return vllm_engine.measure_tok_s(path, vllm_engine.vllm_python(), ids, SAMPLES,
-                                             TOKENS)
+                                             TOKENS, beat)
         return measure_tok_s(path, props, ids)
     return engine_settings(gguf, measure,
                            say=lambda line: print(line, file=sys.stderr, flush=True))

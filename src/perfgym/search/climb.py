@@ -109,6 +109,8 @@ class Climb:
     engine: Engine
     config: ClimbConfig = field(default_factory=ClimbConfig)
     clock: Callable[[], float] = time.time  # the budget's clock, kept in the events' data
+    # why the last round refused did not fit: {"answers", "cap", "need_seconds", "left_seconds"}
+    unfit: dict = field(default_factory=dict)
 
     def run(self) -> Candidate | None:
         store = self.engine.store
@@ -124,7 +126,8 @@ class Climb:
             if not self._begun(r):
                 steps = self._fit(steps)
             if not steps:
-                store.event("climb_stopped", round=r, budget=self.config.budget_seconds)
+                store.event("climb_stopped", round=r, budget=self.config.budget_seconds,
+                            **self.unfit)
                 break
             children = self.engine.run_steps(steps)
             better = self.better_child(parent, children)
@@ -281,7 +284,12 @@ class Climb:
             rate = getattr(self.engine.policy, "tokens_per_second", None)
             if rate and cap:
                 rounds = [len(steps) * cap / rate]
-        return steps if left > 0 and max(rounds, default=0.0) <= left else []
+        need = max(rounds, default=0.0)
+        if left > 0 and need <= left:
+            return steps
+        self.unfit = {"answers": len(steps), "cap": cap, "need_seconds": round(need, 1),
+                      "left_seconds": round(left, 1)}
+        return []
 
     def _time_left(self) -> float:
         if self.config.budget_seconds is None:
@@ -314,6 +322,19 @@ class Climb:
                              f"nothing to climb from: "
                              f"{seed.outcome.get('message') if seed.outcome else ''}")
         return seed
+
+
+def stop_line(store) -> str | None:
+    """Why a climb ended before its budget: its next round of the model's answers would not
+    fit the time left (on a slow engine the first may never fit: a 2-core AVX2 EPYC decoding
+    the coder at 15 tokens/s, dgemm's rewritten parent asking up to 1,789 tokens an answer)."""
+    stops = [d for _, _, d in store.events("climb_stopped")]
+    if not stops or not stops[-1].get("need_seconds") or stops[-1]["left_seconds"] <= 0:
+        return None
+    d = stops[-1]
+    return (f"stopped before round {d['round']}: its {d['answers']} answers, up to {d['cap']} "
+            f"tokens each, would take about {d['need_seconds']:.0f} s on this machine's engine, "
+            f"and {d['left_seconds']:.0f} s of the budget are left (--budget-minutes gives more)")
 
 
 def _speed(c: Candidate) -> float:
