@@ -109,7 +109,7 @@ class Climb:
     engine: Engine
     config: ClimbConfig = field(default_factory=ClimbConfig)
     clock: Callable[[], float] = time.time  # the budget's clock, kept in the events' data
-    # why the last round refused did not fit: {"answers", "cap", "need_seconds", "left_seconds"}
+    # why the last round was not started: {"answers", "cap", "need_seconds", "left_seconds"}
     unfit: dict = field(default_factory=dict)
 
     def run(self) -> Candidate | None:
