@@ -11,8 +11,8 @@ Where vLLM's CPU build is installed (engine/vllm_engine.py), the coder's int8 co
 more candidate: on a CPU without BF16 it decoded the search's batch about twice as fast as
 OpenVINO's FP32. Installing it later measures again (the candidates are part of the key).
 It is measured last, told the rate it must reach to be chosen, and stopped once it cannot: on
-an AVX2 CPU without VNNI its int8 matmuls ran oneDNN's reference GEMM, over 20 minutes for the
-probe's request.
+an AVX2 CPU without VNNI its int8 matmuls ran oneDNN's reference GEMM, no answer to the
+probe's request in 13 minutes.
 
 The engine's own precisions stay the choice unless another setting is at least `MARGIN`
 faster: the probe is short and the machine may be busy, and a setting that wins by less is not

@@ -199,7 +199,7 @@ def speed_rows(gguf: Path, python: str | Path, ids: list[int], samples: str, tok
     `beat`: the tokens per second vLLM must reach to be chosen (the probe's). Each request is
     then bounded by its tokens at that rate, the warm-up by the prompt's, plus SLACK_SECONDS:
     a vLLM that cannot win is stopped at once, not waited for (on an AVX2 CPU without VNNI its
-    int8 matmuls ran oneDNN's reference GEMM, and the probe's request took over 20 minutes).
+    int8 matmuls ran oneDNN's reference GEMM, and the probe's request had no answer in 13 minutes).
     Without it, the worker's own bounds. `no_amx`: as a CPU without AMX (the caller sets
     ONEDNN_MAX_CPU_ISA too; benchmarks/shipped_engine_speed.py)."""
     options = ("--kv-cache-dtype", kv_cache_dtype, *(("--no-amx",) if no_amx else ()))
