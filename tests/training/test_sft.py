@@ -71,3 +71,47 @@ def test_the_seed_sets_both_the_lora_init_and_the_data_order(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(init1, again1)) and order1 == same1
     assert not any(torch.equal(a, b) for a, b in zip(init1, init2))
     assert order1 != order2
+
+
+def test_checkpointing_is_a_setting_that_changes_no_weight(tmp_path):
+    """SFTSettings.gradient_checkpointing reaches TRL (whose default is on), and turning it off
+    trains the same LoRA weights: it changes where the backward's activations come from, not
+    the arithmetic (the learning experiment's SFT runs without it, for time)."""
+    pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
+    from tiny_model import build_tiny_model
+
+    from perfgym.train import sft
+    from perfgym.train.pairs import starter_set, write_pairs
+    model_dir = build_tiny_model(tmp_path / "tiny")
+    data = tmp_path / "pairs.jsonl"
+    write_pairs(data, starter_set()[:4])
+
+    def trained(checkpointing: bool):
+        trainer = sft.build(sft.SFTSettings(
+            model_path=str(model_dir), pairs=str(data), output_dir=str(tmp_path / str(checkpointing)),
+            max_steps=2, batch_size=2, warmup_steps=0, max_length=1024, lora_dropout=0.0,
+            gradient_checkpointing=checkpointing))
+        assert trainer.args.gradient_checkpointing is checkpointing
+        trainer.train()
+        return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora" in n}
+
+    assert sft.SFTSettings(model_path="m", pairs="p").gradient_checkpointing  # TRL's default
+    on, off = trained(True), trained(False)
+    assert on.keys() == off.keys()
+    assert all(torch.allclose(on[n], off[n], atol=1e-6) for n in on)
+
+
+@pytest.mark.parametrize("flags, expected", [([], True), (["--no-gradient-checkpointing"], False)])
+def test_the_cli_hands_checkpointing_to_the_sft(tmp_path, monkeypatch, flags, expected):
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install 'perfgym[train]'")
+    from typer.testing import CliRunner
+
+    from perfgym.cli import app
+    from perfgym.train import sft
+    seen = []
+    monkeypatch.setattr(sft, "train", lambda settings: seen.append(settings))
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("{}\n")
+    out = CliRunner().invoke(app, ["train", "sft", "--pairs", str(pairs), *flags])
+    assert out.exit_code == 0, out.output
+    assert [s.gradient_checkpointing for s in seen] == [expected]

@@ -184,6 +184,11 @@ def train_sft(
                                     "update runs (glibc's mmap threshold fixed at 1 MiB): SFT "
                                     "of the 135M model peaked at 5.4 GB instead of 7.6, its "
                                     "steps 1.4x as long"),
+    gradient_checkpointing: bool = typer.Option(
+        True, "--gradient-checkpointing/--no-gradient-checkpointing",
+        help="recompute each layer's forward in the backward (TRL's default); off, the same "
+        "weights in 0.77x the time and 1.7x the memory (the 135M model, the learning "
+        "experiment's data, an AVX2 EPYC)"),
 ) -> None:
     """SFT with LoRA on slow/fast pairs (KernelCompare's defaults)."""
     _train_extra()
@@ -196,7 +201,8 @@ def train_sft(
                                lora_alpha=lora_alpha, lora_dropout=lora_dropout,
                                learning_rate=lr, batch_size=batch_size, max_length=max_length,
                                epochs=epochs, warmup_steps=warmup_steps, max_steps=max_steps,
-                               low_memory=low_memory)
+                               low_memory=low_memory,
+                               gradient_checkpointing=gradient_checkpointing)
     sft.train(settings)
     console.print(f"adapter in {output_dir}/final" + (f", merged model in {output_dir}/merged"
                                                       if lora else ""), highlight=False)

@@ -40,6 +40,9 @@ class SFTSettings:
     # measured; emulated on an AVX2 CPU, far slower than FP32: cpuinfo.use_bf16), "on", "off"
     bf16: bool | str = "auto"
     seed: int = 42
+    # TRL's SFT default: activations recomputed in the backward, memory for arithmetic
+    # (benchmarks/sft_checkpointing_cost.py measures the trade on this machine)
+    gradient_checkpointing: bool = True
     low_memory: bool = False  # give freed memory back to the system (train/allocator.py)
 
 
@@ -108,7 +111,8 @@ def build(settings: SFTSettings, model: Any = None, tokenizer: Any = None):
         num_train_epochs=settings.epochs, max_steps=settings.max_steps,
         warmup_steps=warmup, optim="adamw_torch", seed=settings.seed,
         logging_steps=1, save_strategy="no", report_to=[],
-        use_cpu=not torch.cuda.is_available(), completion_only_loss=True, bf16=use_bf16(settings.bf16))
+        use_cpu=not torch.cuda.is_available(), completion_only_loss=True, bf16=use_bf16(settings.bf16),
+        gradient_checkpointing=settings.gradient_checkpointing)
     peft_config = None
     if settings.lora:
         from peft import LoraConfig
