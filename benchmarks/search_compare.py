@@ -37,8 +37,8 @@ killed part way (kill -9) is run again from the start (its run directory moved t
 `ALGO.killed`: a resumed search would get more than its minutes); one that finished but was
 not written yet is read from its run directory. `--hours H` starts a cell only when it is
 expected to end within H hours of the session's start (the mean wall time of this kind's
-cells), so a session gives what it has. Two sessions on one `--out` are refused. Errors are
-one line, exit status 2.
+cells of that algorithm), so a session gives what it has. Two sessions on one `--out` are
+refused. Errors are one line, exit status 2.
 """
 from __future__ import annotations
 
@@ -133,18 +133,27 @@ def missing(cells: dict, tasks, seeds, algos=ALGOS) -> list[tuple[int, str, str]
     return [c for c in plan(tasks, seeds, algos) if key(c[1], c[0], c[2]) not in cells]
 
 
-def cell_seconds(cells: dict) -> float:
-    """What a cell takes on this kind: the mean wall time of its cells, else CELL_MINUTES."""
-    walls = [c["wall_seconds"] for c in cells.values() if c.get("wall_seconds")]
+def cell_seconds(cells: dict, algo: str | None = None) -> float:
+    """What a cell of `algo` takes on this kind: the mean wall time of that algorithm's cells,
+    else CELL_MINUTES. (Per algorithm: on the AVX2 EPYC a dgemm climb ended in 38-86 s, its
+    rewrites done and no round of the coder's fitting, where the others run their budget; one
+    mean over both once planned 57 cells in 0.9 h.)"""
+    walls = [c["wall_seconds"] for c in cells.values()
+             if c.get("wall_seconds") and algo in (None, c.get("algo"))]
     return statistics.fmean(walls) if walls else CELL_MINUTES * 60
+
+
+def todo_seconds(cells: dict, todo: list) -> float:
+    """The seconds of the cells `todo` on this kind, each by its algorithm's estimate."""
+    return sum(cell_seconds(cells, algo) for _, _, algo in todo)
 
 
 def runnable(todo: list, hours: float | None, run_one, estimate, clock=time.monotonic) -> int:
     """Run `todo`'s cells in order while the next is expected to end within `hours` of the
-    start (`estimate()`: a cell's seconds now); returns how many ran."""
+    start (`estimate(algo)`: a cell of that algorithm's seconds now); returns how many ran."""
     started = clock()
     for n, cell in enumerate(todo):
-        if hours is not None and clock() - started + estimate() > hours * 3600:
+        if hours is not None and clock() - started + estimate(cell[2]) > hours * 3600:
             log(f"{len(todo) - n} cells left: the next would end past {hours} h")
             return n
         run_one(*cell)
@@ -155,19 +164,21 @@ def plan_text(doc: dict, here: str, tasks, seeds, algos) -> str:
     """What `--plan` prints: this kind's cells still to run, in order, and their hours."""
     cells = doc["cells"].get(here, {})
     todo = missing(cells, tasks, seeds, algos)
-    each = cell_seconds(cells)
     imported = sum(c.get("source") == "first_search.json" for c in cells.values())
     planned = len(plan(tasks, seeds, algos))
     held = (f"{planned} cells planned ({len(algos)} algorithms x {len(tasks)} tasks x "
             f"{len(seeds)} seeds); this kind holds {len(cells)} cells ({imported} from "
             f"first_search.json), {planned - len(todo)} of them planned; {len(todo)} to run")
-    hours = (f"estimated: {len(todo)} x {each / 60:.1f} min = {len(todo) * each / 3600:.1f} h "
-             f"({'the mean wall time of its cells' if cells else 'none measured on it'})")
+    basis = ("each by its algorithm's mean wall time here, else" if cells
+             else "none measured on it: each")
+    hours = (f"estimated: {len(todo)} cells, {todo_seconds(cells, todo) / 3600:.1f} h "
+             f"({basis} {CELL_MINUTES:.0f} min)")
     lines = [f"machine kind: {here} (this machine); model {doc['model']}", held, hours]
     if len(tasks) < MIN_TASKS or len(seeds) < MIN_SEEDS:
         lines.append(f"note: `default` needs {MIN_SEEDS} seeds on {MIN_TASKS} tasks of every "
                      "algorithm; this plan cannot declare one")
-    lines += [f"{i:4d}  {task:10s} seed {seed}  {algo:10s} (ends at {i * each / 3600:.1f} h)"
+    lines += [f"{i:4d}  {task:10s} seed {seed}  {algo:10s} "
+              f"(ends at {todo_seconds(cells, todo[:i]) / 3600:.1f} h)"
               for i, (seed, task, algo) in enumerate(todo, 1)]
     return "\n".join(lines)
 
@@ -300,7 +311,7 @@ def kind_summary(cells: dict, tasks, seeds, algos=ALGOS, n: int = BOOTSTRAP) -> 
             "groups": [list(g) for g in groups], "comparisons": comparisons,
             "default": default,
             "missing": [] if default else [key(t, s, a) for s, t, a in todo],
-            "hours_to_run": round(len(todo) * cell_seconds(cells) / 3600, 1)}
+            "hours_to_run": round(todo_seconds(cells, todo) / 3600, 1)}
 
 
 def headline(s: dict, algos) -> dict:
@@ -651,7 +662,8 @@ def main(argv: list[str] | None = None) -> None:
             here.update(here or prepare())
             run_cell(seed, task, algo, doc, args, here)
         runnable(missing(doc["cells"].get(here_kind, {}), args.tasks, args.seeds, args.algos),
-                 args.hours, run_one, lambda: cell_seconds(doc["cells"].get(here_kind, {})))
+                 args.hours, run_one,
+                 lambda algo: cell_seconds(doc["cells"].get(here_kind, {}), algo))
     report(doc)
 
 

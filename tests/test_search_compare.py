@@ -106,14 +106,19 @@ def test_missing_cells_skip_those_held_and_the_plan_says_how_long():
     assert (1, "dgemm", "climb") not in todo and (2, "dgemm", "climb") not in todo
     assert todo == [c for c in sc.plan(["dgemm", "dot"], [1, 2]) if c in todo]  # plan order
     assert sc.cell_seconds(held) == 750.0 and sc.cell_seconds({}) == sc.CELL_MINUTES * 60
+    # by algorithm: climb's own cells; an algorithm with none here, the default
+    assert sc.cell_seconds(held, "climb") == 750.0
+    assert sc.cell_seconds(held, "sqd") == sc.CELL_MINUTES * 60
+    seconds = [750.0 if algo == "climb" else sc.CELL_MINUTES * 60 for _, _, algo in todo]
+    assert sc.todo_seconds(held, todo) == sum(seconds)
     doc = {"model": "m", "cells": {"AMD EPYC | avx2": held}}
     text = sc.plan_text(doc, "AMD EPYC | avx2", ["dgemm", "dot"], [1, 2], sc.ALGOS).splitlines()
     assert text[0] == "machine kind: AMD EPYC | avx2 (this machine); model m"
     assert f"{len(todo)} to run" in text[1] and "2 of them planned" in text[1]
-    assert f"= {len(todo) * 750 / 3600:.1f} h" in text[2]
+    assert f"{len(todo)} cells, {sum(seconds) / 3600:.1f} h" in text[2]
     assert "cannot declare one" in text[3]  # 2 tasks, 2 seeds: never a default
     assert len(text) == 4 + len(todo)
-    assert text[-1].endswith(f"ends at {len(todo) * 750 / 3600:.1f} h)")
+    assert text[-1].endswith(f"ends at {sum(seconds) / 3600:.1f} h)")
     other = sc.plan_text(doc, "Intel Xeon | avx2 avx512f", sc.TASKS.split(","), [1, 2, 3],
                          sc.ALGOS).splitlines()
     assert "holds 0 cells" in other[1] and "none measured on it" in other[2]
@@ -128,11 +133,33 @@ def test_a_session_starts_a_cell_only_when_it_should_end_within_its_hours():
         now[0] += 900  # each cell takes 15 minutes
 
     todo = sc.plan(["dgemm"], [1, 2])
-    assert sc.runnable(todo, 1.0, run_one, lambda: 900, clock=lambda: now[0]) == 4
+    assert sc.runnable(todo, 1.0, run_one, lambda algo: 900, clock=lambda: now[0]) == 4
     assert ran == todo[:4]  # the fifth would end at 1.25 h
     ran.clear()
-    assert sc.runnable(todo, 0, run_one, lambda: 900, clock=lambda: now[0]) == 0 and not ran
-    assert sc.runnable(todo, None, run_one, lambda: 900, clock=lambda: now[0]) == len(todo)
+    assert sc.runnable(todo, 0, run_one, lambda algo: 900, clock=lambda: now[0]) == 0 and not ran
+    assert sc.runnable(todo, None, run_one, lambda algo: 900,
+                       clock=lambda: now[0]) == len(todo)
+
+
+def test_each_cell_is_estimated_by_its_own_algorithm():
+    """A climb that ends in a minute does not make a 15-minute cell look short, nor the
+    reverse: the next cell starts only if its own algorithm's estimate fits."""
+    now, ran = [0.0], []
+    takes = {"climb": 60, "sqd": 900, "evolve": 900, "best-of-n": 900}
+
+    def run_one(seed, task, algo):
+        ran.append(algo)
+        now[0] += takes[algo]
+
+    todo = [(1, "dgemm", a) for a in ("sqd", "climb", "evolve", "climb", "best-of-n")]
+    # 0.55 h = 1,980 s: sqd (900), climb (960), then evolve would end at 1,860 (fits) and the
+    # climb at 1,920; best-of-n would end at 2,820: not started
+    assert sc.runnable(todo, 0.55, run_one, lambda algo: takes[algo],
+                       clock=lambda: now[0]) == 4
+    assert ran == ["sqd", "climb", "evolve", "climb"]
+    held = cells_of([cell("dgemm", 1, "climb", 10.0, wall=60.0),
+                     cell("dgemm", 1, "sqd", 2.0, wall=900.0)])
+    assert (sc.cell_seconds(held, "climb"), sc.cell_seconds(held, "sqd")) == (60.0, 900.0)
 
 
 # -- first_search.json's draws --------------------------------------------------------------------
