@@ -4,14 +4,8 @@ import torch
 
 
 def test_sft_lora_updates_the_adapter(tmp_path):
-    pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
-    from tiny_model import build_tiny_model
-
     from perfgym.train import sft
-    from perfgym.train.pairs import starter_set, write_pairs
-    model_dir = build_tiny_model(tmp_path / "tiny")
-    data = tmp_path / "pairs.jsonl"
-    write_pairs(data, starter_set()[:4])
+    model_dir, data = tiny_model_and_pairs(tmp_path, 4)
     settings = sft.SFTSettings(model_path=str(model_dir), pairs=str(data),
                                output_dir=str(tmp_path / "sft"), max_steps=3, batch_size=2,
                                warmup_steps=0, max_length=1024)
@@ -45,18 +39,23 @@ def test_pair_becomes_prompt_and_completion():
     assert ex["completion"] == [{"role": "assistant", "content": "```c\nvoid fast(){}\n```"}]
 
 
+def tiny_model_and_pairs(tmp_path, pairs: int):
+    """A tiny random model and the first `pairs` starter pairs, for SFT's plumbing."""
+    pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
+    from tiny_model import build_tiny_model
+
+    from perfgym.train.pairs import starter_set, write_pairs
+    data = tmp_path / "pairs.jsonl"
+    write_pairs(data, starter_set()[:pairs])
+    return build_tiny_model(tmp_path / "tiny"), data
+
+
 def test_the_seed_sets_both_the_lora_init_and_the_data_order(tmp_path):
     """SFTSettings.seed makes an SFT run its own: the learning-speed experiment's seeds each
     train their own SFT, so another seed must draw another LoRA init and data order, and the
     same seed the same ones (a rerun is that run again)."""
-    pytest.importorskip("peft", reason="the train extra is not installed: pip install 'perfgym[train]'")
-    from tiny_model import build_tiny_model
-
     from perfgym.train import sft
-    from perfgym.train.pairs import starter_set, write_pairs
-    model_dir = build_tiny_model(tmp_path / "tiny")
-    data = tmp_path / "pairs.jsonl"
-    write_pairs(data, starter_set()[:8])
+    model_dir, data = tiny_model_and_pairs(tmp_path, 8)
 
     def start(seed: int):
         trainer = sft.build(sft.SFTSettings(
@@ -88,7 +87,8 @@ def test_checkpointing_is_a_setting_that_changes_no_weight(tmp_path):
 
     def trained(checkpointing: bool):
         trainer = sft.build(sft.SFTSettings(
-            model_path=str(model_dir), pairs=str(data), output_dir=str(tmp_path / str(checkpointing)),
+            model_path=str(model_dir), pairs=str(data),
+            output_dir=str(tmp_path / str(checkpointing)),
             max_steps=2, batch_size=2, warmup_steps=0, max_length=1024, lora_dropout=0.0,
             gradient_checkpointing=checkpointing))
         assert trainer.args.gradient_checkpointing is checkpointing
