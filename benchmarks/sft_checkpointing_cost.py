@@ -41,6 +41,12 @@ def child(data: str, steps: int, seed: int, checkpointing: bool, out: str) -> No
                       "peak_rss_mb": hwm // 1024}), flush=True)
 
 
+def refuse(message: str, status: int = 2) -> None:
+    """One line on stderr; exit status 2 for bad input, 1 for a run that failed."""
+    print(message, file=sys.stderr)
+    sys.exit(status)
+
+
 def largest_difference(a: Path, b: Path) -> float:
     from safetensors.torch import load_file
     wa, wb = (load_file(str(p / "final" / "adapter_model.safetensors")) for p in (a, b))
@@ -58,9 +64,9 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.steps < 1:
-        sys.exit("--steps is at least 1: say how many SFT steps to time")
+        refuse("--steps is at least 1: say how many SFT steps to time")
     if not Path(args.data).is_file():
-        sys.exit(f"--data {args.data}: no such file; give the SFT records of a learning run")
+        refuse(f"--data {args.data}: no such file; give the SFT records of a learning run")
     if args.child:
         return child(args.data, args.steps, args.seed, args.child == "on", args.out)
     rows, outs = [], []
@@ -72,8 +78,8 @@ def main() -> None:
                                    "--seed", str(args.seed)],
                                   capture_output=True, text=True, env={**os.environ})
             if done.returncode != 0:
-                sys.exit(f"checkpointing {mode}: the SFT failed: "
-                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+                refuse(f"checkpointing {mode}: the SFT failed: "
+                       f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}", status=1)
             rows.append({"checkpointing": mode == "on",
                          **json.loads(done.stdout.strip().splitlines()[-1])})
             outs.append(out)
