@@ -38,7 +38,8 @@ killed part way (kill -9) is run again from the start (its run directory moved t
 not written yet is read from its run directory. `--hours H` starts a cell only when it is
 expected to end within H hours of the session's start (the mean wall time of this kind's
 cells of that algorithm), so a session gives what it has. Two sessions on one `--out` are
-refused. Errors are one line, exit status 2.
+refused. --tasks, --seeds and --algos choose the cells to run; the file's summaries always
+compare the default ones (and any the command adds). Errors are one line, exit status 2.
 """
 from __future__ import annotations
 
@@ -413,11 +414,13 @@ def write(path: Path, doc: dict, args) -> None:
     if path.is_file():
         add_cells(doc, [c for cells in load(path, doc["model"])["cells"].values()
                         for c in cells.values()])
-    machines = summaries(doc, args.tasks, args.seeds, args.algos)
+    tasks, seeds, algos = compared(args)
+    machines = summaries(doc, tasks, seeds, algos)
     kept = {k: doc[k] for k in ("benchmark", "script", "model", "cells", "failed")}
     doc.clear()  # (in this order: what was compared, the summaries, then the cells)
-    pooled = across_kinds(kept, machines, args.algos)
-    doc.update({k: kept[k] for k in ("benchmark", "script", "model")}, **settings(args),
+    pooled = across_kinds(kept, machines, algos)
+    doc.update({k: kept[k] for k in ("benchmark", "script", "model")},
+               **settings(tasks, seeds, algos),
                default=pooled["default"], across_kinds=pooled, machines=machines,
                cells=kept["cells"], failed=kept["failed"])
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -426,11 +429,20 @@ def write(path: Path, doc: dict, args) -> None:
     os.replace(tmp, path)
 
 
-def settings(args) -> dict:
-    return {"budget_minutes": budget_minutes(), "algorithms": list(args.algos),
-            "tasks": list(args.tasks), "seeds": list(args.seeds),
+def compared(args) -> tuple[list[str], list[int], tuple[str, ...]]:
+    """What the file's summaries compare: the default tasks, seeds and algorithms, and any the
+    command adds. --tasks, --seeds and --algos choose which cells run now; a session that runs
+    only best-of-n must not rewrite the comparison (and its `default`) as best-of-n alone."""
+    return (list(dict.fromkeys(TASKS.split(",") + list(args.tasks))),
+            sorted({int(s) for s in SEEDS.split(",")} | set(args.seeds)),
+            tuple(dict.fromkeys(ALGOS + tuple(args.algos))))
+
+
+def settings(tasks, seeds, algos) -> dict:
+    return {"budget_minutes": budget_minutes(), "algorithms": list(algos),
+            "tasks": list(tasks), "seeds": list(seeds),
             "flags": {a: ["perfgym", "search", "--task", "T", "--seed", "S",
-                          *cli_args(flags(a))] for a in args.algos},
+                          *cli_args(flags(a))] for a in algos},
             "statistic": "per cell the best speedup over naive (the result's geometric mean "
                          "over the train sizes; 1.0 when nothing beat naive); per machine kind "
                          "and algorithm the geometric mean (mean of logs over a task's seeds, "

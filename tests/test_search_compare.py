@@ -363,6 +363,26 @@ def test_writing_keeps_the_cells_another_session_wrote_meanwhile(tmp_path):
         sc.load(tmp_path / "old.json", "m")
 
 
+def test_a_session_running_one_algorithm_keeps_the_whole_comparison_in_the_file(tmp_path):
+    path = tmp_path / "search_compare.json"
+    doc = sc.new_doc("m")
+    sc.add_cells(doc, full_grid("climb"))
+    one = types.SimpleNamespace(json=path, tasks=["dgemv"], seeds=[1], algos=("best-of-n",))
+    sc.write(path, doc, one)
+    written = json.loads(path.read_text())
+    assert written["algorithms"] == list(sc.ALGOS) and written["tasks"] == TASKS
+    assert written["seeds"] == [1, 2, 3] and set(written["flags"]) == set(sc.ALGOS)
+    assert written["default"] == "climb" and written["across_kinds"]["default"] == "climb"
+    amd = written["machines"]["AMD EPYC | avx2"]
+    assert set(amd["ci"]) == set(sc.ALGOS) and amd["default"] == "climb"
+    # an algorithm the command adds is compared too
+    sc.write(path, doc, types.SimpleNamespace(json=path, tasks=["dgemv"], seeds=[4],
+                                              algos=("refine",)))
+    written = json.loads(path.read_text())
+    assert written["algorithms"] == [*sc.ALGOS, "refine"] and written["seeds"] == [1, 2, 3, 4]
+    assert written["machines"]["AMD EPYC | avx2"]["default"] is None  # refine has no cells
+
+
 def test_a_killed_cell_starts_again_and_a_finished_unwritten_one_is_read(tmp_path):
     run_dir = tmp_path / "dgemm" / "seed1" / "sqd"
     assert sc.ready(run_dir) is False and run_dir.is_dir()
