@@ -33,6 +33,10 @@ from typing import Callable
 
 GROUP = 4  # kernels timed with one baseline run a round: a round stays short (drift) and the
 # baseline's runs are a fifth of the rounds' time, not a half
+# Rounds run again when the naive kernel failed one: the naive kernel is the gym's, and its
+# failure says nothing of the answers (the steps-8 run's confirmation lost 4 answers so: the
+# naive kernel failed its rounds at stencil3d 256^3 and transpose 4096^2, reason not kept)
+BASELINE_ATTEMPTS = 3
 
 
 def key(task: str, split: str, code: str) -> str:
@@ -79,18 +83,25 @@ def fold(per_size: list[dict]) -> dict:
             "speedup": round(speedup, 4), "low": round(low, 4), "naive_copy": copy}
 
 
-def time_group(task, codes: list[str], size: dict, config) -> list[dict]:
+def time_group(task, codes: list[str], size: dict, config, retime=None) -> list[dict]:
     """Each kernel of `codes` timed in interleaved rounds with the naive kernel at `size`:
     its speedup (median of the rounds' ratios), the sign test's lower bound, its status (a
-    kernel that does not build: its COMPILE_ERROR). A kernel the rounds did not time (the
-    baseline failed) is NOT_TIMED."""
+    kernel that does not build: its COMPILE_ERROR). When the naive kernel fails the rounds
+    they run again, BASELINE_ATTEMPTS in all; a kernel they never timed is NOT_TIMED, with
+    the naive kernel's last failure as its `reason`. (`retime`: group_timing.retime_group.)"""
     from perfgym.group_timing import retime_group
     from perfgym.outcome import Outcome, Status
     from perfgym.tasks import format_size
+    retime = retime or retime_group
     # retime_group times the members it is told were judged OK; these were, at this split's
     # sizes, in the evaluation
     told_ok = [Outcome(status=Status.OK, task=task.name, sizes=size) for _ in codes]
-    timed = retime_group(task, codes, told_ok, config, size=size, min_members=1)
+    for attempt in range(1, BASELINE_ATTEMPTS + 1):
+        failure: list = []
+        timed = retime(task, codes, told_ok, config, size=size, min_members=1,
+                       baseline_failure=failure)
+        if not failure:
+            break
     rows = []
     for o in timed:
         if o.ok and "group_timed" not in o.flags:
@@ -101,7 +112,10 @@ def time_group(task, codes: list[str], size: dict, config) -> list[dict]:
         rows.append({"size": format_size(size), "status": status,
                      "speedup": o.speedup if ok else None,
                      "low": o.speedup_low if ok else None,
-                     "naive_copy": ok and "baseline_copy" in o.flags})
+                     "naive_copy": ok and "baseline_copy" in o.flags,
+                     **({"reason": f"the naive kernel failed the rounds {attempt} times, "
+                                   f"last: {failure[0].status.value}: {failure[0].message}"[:500]}
+                        if failure and status == "NOT_TIMED" else {})})
     return rows
 
 
@@ -152,16 +166,20 @@ def apply(rows: list[dict], confirmed: dict | None) -> list[dict]:
             out.append({**r, "faster": False, "faster_first": True, "unconfirmed": True})
             continue
         out.append({**r, "faster": c["confirmed"], "faster_first": True,
-                    "confirmed_speedup": c["speedup"], "confirmed_low": c["low"]})
+                    "confirmed_speedup": c["speedup"], "confirmed_low": c["low"],
+                    **({"not_timed": True} if c.get("status") == "NOT_TIMED" else {})})
     return out
 
 
 def summary(rows: list[dict]) -> dict:
-    """How many records (not distinct kernels) the confirmation kept and took away, by split."""
+    """How many records (not distinct kernels) the confirmation kept and took away, by split;
+    `not_timed`: taken away because the naive kernel never ran its rounds at some size (not
+    faster, since nothing confirmed it, but not refuted either)."""
     by: dict[str, dict[str, int]] = {}
     for r in rows:
         if r.get("faster_first"):
-            cell = by.setdefault(r["split"], {"kept": 0, "refuted": 0, "unconfirmed": 0})
-            cell["unconfirmed" if r.get("unconfirmed") else
-                 "kept" if r["faster"] else "refuted"] += 1
+            cell = by.setdefault(r["split"], {"kept": 0, "refuted": 0, "unconfirmed": 0,
+                                              "not_timed": 0})
+            cell["unconfirmed" if r.get("unconfirmed") else "kept" if r["faster"] else
+                 "not_timed" if r.get("not_timed") else "refuted"] += 1
     return by

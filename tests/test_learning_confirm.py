@@ -78,6 +78,50 @@ def test_held_out_sizes_are_confirmed_at_the_held_out_sizes():
         [DGEMM.heldout_sizes, DGEMM.train_sizes, DGEMM.train_sizes]
 
 
+def test_a_naive_kernel_that_fails_its_rounds_leaves_the_answer_not_timed_with_the_reason(
+        tmp_path):
+    """The rounds' naive kernel is the gym's: its failure is retried, then recorded as the
+    reason the answer was not timed, and the answer is counted neither kept nor refuted."""
+    import dataclasses
+    crashing = tmp_path / "naive.c"
+    crashing.write_text(NAIVE.replace("for (int i = 0;", "__builtin_trap();\n    for (int i = 0;",
+                                      1))
+    broken_naive = dataclasses.replace(DGEMM, baseline=crashing)
+    attempts = []
+
+    def retime(*args, **kwargs):
+        attempts.append(1)
+        from perfgym.group_timing import retime_group
+        return retime_group(*args, **kwargs)
+    size = DGEMM.heldout_sizes[0]
+    row, = lc.time_group(broken_naive, [IKJ], size, CONFIG, retime=retime)
+    assert row["status"] == "NOT_TIMED" and row["speedup"] is None
+    assert len(attempts) == lc.BASELINE_ATTEMPTS
+    assert "the naive kernel failed the rounds 3 times, last: RUNTIME_ERROR" in row["reason"], row
+    folded = {**lc.fold([row]), "per_size": [row]}
+    judged = lc.apply([faster_row(IKJ)], {lc.row_key(faster_row(IKJ)): folded})
+    assert not judged[0]["faster"] and judged[0]["not_timed"]
+    assert lc.summary(judged) == {"train": {"kept": 0, "refuted": 0, "unconfirmed": 0,
+                                            "not_timed": 1}}
+
+
+def test_rounds_whose_naive_kernel_failed_once_run_again():
+    from perfgym.outcome import Outcome, Status
+    calls = []
+
+    def flaky(task, codes, told_ok, config, size, min_members, baseline_failure):
+        calls.append(size)
+        if len(calls) == 1:  # the first time the naive kernel fails; the answers keep theirs
+            baseline_failure.append(Outcome(status=Status.TIMEOUT, task="dgemm", sizes=size,
+                                            message="did not finish"))
+            return told_ok
+        return [Outcome(status=Status.OK, task="dgemm", sizes=size, speedup=3.0,
+                        speedup_low=2.5, flags=["group_timed"]) for _ in codes]
+    row, = lc.time_group(DGEMM, [IKJ], DGEMM.train_sizes[0], CONFIG, retime=flaky)
+    assert len(calls) == 2 and row["status"] == "OK" and row["speedup"] == 3.0
+    assert "reason" not in row
+
+
 # --- made timings -----------------------------------------------------------------------------
 
 def made_timer(speedups: dict, calls: list):
@@ -106,8 +150,9 @@ def test_every_arm_shares_one_confirmation_of_a_kernel_and_a_rerun_times_nothing
     assert [r["faster"] for r in judged] == [True, True, False, False, True]
     assert judged[2]["faster_first"] and judged[2]["confirmed_speedup"] == 1.05
     assert "faster_first" not in judged[3]
-    assert lc.summary(judged) == {"train": {"kept": 2, "refuted": 1, "unconfirmed": 0},
-                                  "heldout_sizes": {"kept": 1, "refuted": 0, "unconfirmed": 0}}
+    assert lc.summary(judged) == {
+        "train": {"kept": 2, "refuted": 1, "unconfirmed": 0, "not_timed": 0},
+        "heldout_sizes": {"kept": 1, "refuted": 0, "unconfirmed": 0, "not_timed": 0}}
 
 
 def test_a_killed_confirmation_goes_on_from_the_last_group_written(tmp_path):

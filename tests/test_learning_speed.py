@@ -922,7 +922,7 @@ def test_the_confirm_stage_runs_last_while_faster_answers_wait_and_the_report_ap
     faster = {r["code"]: r["faster"] for r in result["per_sample"] if r["arm"] == "grpo"}
     assert faster == {"fast": True, "noise": False, "new": False}
     assert result["confirmation"]["by_split"] == {
-        "train": {"kept": 1, "refuted": 2, "unconfirmed": 0}}
+        "train": {"kept": 1, "refuted": 2, "unconfirmed": 0, "not_timed": 0}}
     assert result["confirmation"]["done"]
     # grpo: every answer faster before; after, 1 of seed 1's 2 and 0 of seed 2's 1
     assert result["confirmation"]["before"]["grpo"]["train"]["faster"] == 1.0

@@ -77,11 +77,13 @@ def confirm_against_baseline(task: Task, text: str, outcome: Outcome, config: Ev
 def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
                  config: EvalConfig, rounds: int = ROUNDS,
                  size: dict[str, int] | None = None,
-                 order: list[str] | None = None, min_members: int = 2) -> list[Outcome]:
+                 order: list[str] | None = None, min_members: int = 2,
+                 baseline_failure: list[Outcome] | None = None) -> list[Outcome]:
     """`outcomes` (each answer judged alone) with the correct C-family answers timed again in
     interleaved rounds with the baseline, when at least `min_members` are correct. `order`,
     when given, receives the label of every timed run in the order the lane ran them
-    ("baseline", or the answer's index)."""
+    ("baseline", or the answer's index); `baseline_failure` the baseline's Outcome when it
+    did not build or failed a round (the answers then keep their own timings)."""
     from .evaluate import BASELINE_COPY, _maker, is_baseline_copy, ok_message, prepare
     from .backends import backend_for
     if rounds < ROUNDS:
@@ -128,6 +130,10 @@ def retime_group(task: Task, texts: Sequence[str], outcomes: Sequence[Outcome],
             if not isinstance(p, Outcome):
                 p.backend.cleanup(p)
     base = times["baseline"]
+    if baseline_failure is not None and isinstance(prepared["baseline"], Outcome):
+        baseline_failure.append(prepared["baseline"])
+    elif baseline_failure is not None and "baseline" in failed:
+        baseline_failure.append(failed["baseline"])
     result = list(outcomes)
     for i in members:
         j = first_of[i]  # the copy that was timed
