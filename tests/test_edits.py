@@ -130,6 +130,22 @@ def test_no_change_hands_the_kernel_back_in_one_small_block(name):
     assert len(parse_edits(text)) == 1 and len(text) < len(kernel)
 
 
+@pytest.mark.parametrize("name", builtin_names())
+def test_no_change_at_the_loop_anchors_on_the_first_loop_line_that_occurs_once(name):
+    kernel = naive(name)
+    text = no_change(kernel, at_loop=True)
+    assert apply_edits(kernel, text) == kernel.rstrip("\n") + "\n"
+    ((search, replace),) = parse_edits(text)
+    lines = kernel.splitlines()
+    first_loop = next(x for x in lines if x.lstrip().startswith("for") and lines.count(x) == 1)
+    assert search == replace == [first_loop]
+
+
+def test_no_change_at_the_loop_of_a_kernel_without_a_loop_is_its_first_line():
+    kernel = "int f(void) {\n    return 1;\n}\n"
+    assert no_change(kernel, at_loop=True) == no_change(kernel)
+
+
 def test_no_change_of_a_kernel_whose_every_line_repeats_is_the_whole_kernel():
     kernel = "x;\nx;\n"
     assert apply_edits(kernel, no_change(kernel)) == kernel

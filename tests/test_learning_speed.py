@@ -647,6 +647,7 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--report-only"], "nothing to report"),
     (["--confirm-only"], "nothing to report"),
     (["--mix-naive", "-1"], "--mix-naive is 0 or more"),
+    (["--hand-back-at-loop"], "give --answer-form edits"),
     (["--grpo-weights", "dot=0"], "--grpo-weights takes TRAIN_TASK=K pairs"),
     (["--grpo-weights", "histogram=3"], "got 'histogram=3'"),  # held out: never trained on
     (["--grpo-weights", "dot"], "--grpo-weights takes TRAIN_TASK=K pairs"),
@@ -1229,6 +1230,44 @@ def test_the_edit_form_makes_sft_answers_of_edits_and_judges_the_kernels_they_ma
     data = json.loads((tmp_path / "data.json").read_text())
     assert data["answer_form"] == "edits"
     assert data["skipped"]["dot/r2#" + naive[:12]] == "the naive kernel: no edit"
+
+
+def test_hand_back_at_loop_writes_each_copy_as_the_no_change_edit_of_its_loop_line(
+        tmp_path, monkeypatch):
+    """--hand-back-at-loop: a base model's copy (headers added) and a mixed-in naive kernel
+    are answered where the student's pragma edits anchor, the loop line, for itself; without
+    it the copy is the header edit it was. Both make the naive kernel."""
+    from perfgym.edits import apply_edits, no_change, parse_edits
+    stub_data_stage(tmp_path, monkeypatch, "dot", "", lambda text: 2.0)
+    naive = get_task("dot").baseline.read_text()
+    (tmp_path / "pairs.jsonl").write_text(json.dumps(pair("dot", threaded("dot")).__dict__)
+                                          + "\n")
+    copy = "#include <omp.h>\n" + naive
+    pilot = [{"task": t, "status": "OK", "speedup": 1.0, "naive_copy": True, "code": c}
+             for t, c in (("dot", copy), ("prefix_sum", get_task("prefix_sum").baseline
+                                           .read_text()))]
+    (tmp_path / "pilot.json").write_text(json.dumps({"records": pilot}))
+
+    def handed_back(**settings) -> dict[str, str]:
+        ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], copies_per_task=1,
+                     naive_per_task=1, answer_form="edits", **settings)
+        records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text()
+                   .splitlines()]
+        return {r["kernel"]: r["completion"][0]["content"] for r in records
+                if r["source"] in ("mix_copy", "mix_naive")}
+
+    at_loop = handed_back(hand_back_at_loop=True)
+    loop = next(x for x in naive.splitlines() if x.lstrip().startswith("for"))
+    assert at_loop["dot/pilot-copy#0"] == at_loop["dot/naive#0"] == no_change(naive, True)
+    assert parse_edits(at_loop["dot/pilot-copy#0"]) == [([loop], [loop])]
+    assert apply_edits(naive, at_loop["dot/pilot-copy#0"]).strip() == naive.strip()
+    assert all(parse_edits(text)[0][0][0].lstrip().startswith("for")
+               for text in at_loop.values())
+    assert json.loads((tmp_path / "data.json").read_text())["hand_back_at_loop"] is True
+    before = handed_back()
+    assert "#include <omp.h>" in before["dot/pilot-copy#0"]  # the copy's own edit
+    assert before["dot/naive#0"] == no_change(naive)
+    assert json.loads((tmp_path / "data.json").read_text())["hand_back_at_loop"] is False
 
 
 def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(

@@ -135,12 +135,15 @@ def edits_between(before: str, after: str) -> str:
     return _blocks_text([(old, new)])
 
 
-def no_change(kernel: str) -> str:
+def no_change(kernel: str, at_loop: bool = False) -> str:
     """An edit that changes nothing: its first line that occurs once, for itself (the whole
     kernel where no line does). The edit form's way to hand a kernel back (an answer with no
-    edit is no answer)."""
+    edit is no answer). `at_loop`: its first such `for` line where it has one, the line a
+    pragma edit anchors on, so the hand-back answers there what a pragma edit would."""
     lines = kernel.splitlines()
-    line = next((x for x in lines if x.strip() and len(_matches(lines, [x])) == 1), None)
+    once = [x for x in lines if x.strip() and len(_matches(lines, [x])) == 1]
+    loops = [x for x in once if x.lstrip().startswith("for")] if at_loop else []
+    line = (loops or once or [None])[0]
     return _blocks_text([([line], [line])] if line is not None else [(lines, lines)])
 
 
