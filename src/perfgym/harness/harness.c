@@ -82,6 +82,8 @@ typedef struct {
     unsigned char *pristine[2]; /* what an input must still hold after a call */
     unsigned char *snapshot;    /* state after the secretly chosen timed call */
     unsigned char *snapshot_in; /* in place: what the chosen call was given */
+    unsigned char *fresh[2];    /* mode 3: the two probe calls' inputs, drawn anew */
+    unsigned char *snapshot_probe, *snapshot_probe_in; /* as snapshot, of the other probe */
     unsigned char *base[2];     /* start of the mapping */
     size_t map_len[2];
     char file[2][512];
@@ -267,14 +269,44 @@ static double load(const Array *a, const unsigned char *buf, size_t idx) {
     return (double)buf[idx];
 }
 
-/* Change one element of each perturbable input (and its pristine copy):
+/* Read every cache line of buf from each of the OpenMP threads a kernel would use. The calls
+ * around a probe find their input where the last call left it, read by every thread, in every
+ * core's cache; the probe's input was just written by this thread alone, which leaves it in
+ * this core's cache only, and a threaded dgemm's probes took up to 2.3x the calls around them.
+ * Read by every thread, it is where theirs is. (Writing every call's input whole instead would
+ * slow the calls the figure is made of: 1.7x for the threaded dgemm, on an AVX-512 EPYC.) */
+static volatile uint64_t share_sink;
+static void share(const unsigned char *buf, size_t bytes) {
+    uint64_t sum = 0;
+#pragma omp parallel reduction(+ : sum)
+    for (size_t o = 0; o < bytes; o += 64) sum += buf[o];
+    share_sink = sum;
+}
+
+/* Change each perturbable input (and its pristine copy) before a call:
  *   mode 1: a random element gets a random value in [low, high) (integers: floor of it);
  *   mode 2: a random diagonal element of a square matrix grows by a value in [low, high),
- *           which keeps a symmetric positive definite or triangular matrix well posed. */
-static void perturb_inputs(void) {
+ *           which keeps a symmetric positive definite or triangular matrix well posed;
+ *   mode 3: as mode 1, but before a probe call (`probe` 0 or 1) every element is that
+ *           probe's value drawn anew (draw_fresh), then read by every thread (share). The
+ *           parent asks for it where a call does far more work than it has input elements (a
+ *           matrix product): there a kernel that finds the one changed element and corrects
+ *           its saved answer for it does a sliver of the work and is right every time, but
+ *           takes the whole work's time on the probes; the parent compares the probes' times
+ *           with the other calls' (measure.reuse_problem). */
+static void perturb_inputs(int probe) {
     for (int i = 0; i < n_arrays; i++) {
         Array *a = &arrays[i];
         if (!HAS_INPUT(a) || !a->perturb || a->count == 0) continue;
+        if (a->perturb == 3 && probe >= 0) { /* its pristine copy after the call: probed */
+            if (IN_PLACE(a)) { /* (written whole before every call: prepare_call) */
+                memcpy(a->pristine[0], a->fresh[probe], a->bytes);
+            } else {
+                memcpy(a->buf[0], a->fresh[probe], a->bytes);
+                share(a->buf[0], a->bytes);
+            }
+            continue;
+        }
         double u = a->low + (a->high - a->low) * rng_uniform();
         size_t idx;
         double v;
@@ -289,6 +321,34 @@ static void perturb_inputs(void) {
         }
         store(a, a->buf[0], idx, v);
         store(a, a->pristine[0], idx, v);
+    }
+}
+
+/* After a probe call, before it is checked: what each mode-3 input was given is what it must
+ * still hold. (Copied here, not before the call: the probe's work before its call stays
+ * close to the other calls' one copy.) */
+static void probed(int probe) {
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (HAS_INPUT(a) && a->perturb == 3 && a->count && !IN_PLACE(a))
+            memcpy(a->pristine[0], a->fresh[probe], a->bytes);
+    }
+}
+
+/* Each mode-3 input's two probe values, every element drawn as mode 1 draws one. */
+static void draw_fresh(void) {
+    for (int i = 0; i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        if (!HAS_INPUT(a) || a->perturb != 3) continue;
+        for (int p = 0; p < 2; p++) {
+            a->fresh[p] = malloc(a->bytes + 1);
+            if (!a->fresh[p]) die("out of memory");
+            memcpy(a->fresh[p], a->pristine[0], a->bytes); /* (a complex one's imaginary parts) */
+            for (size_t x = 0; x < a->count; x++) {
+                double u = a->low + (a->high - a->low) * rng_uniform();
+                store(a, a->fresh[p], x, a->is_float ? u : floor(u));
+            }
+        }
     }
 }
 
@@ -445,7 +505,7 @@ int main(int argc, char **argv) {
     t_loop = now();
     mark('c', 0, -1);
     for (int d = 0; d < DRY_ROUNDS; d++) {
-        perturb_inputs();
+        perturb_inputs(-1);
         prepare_call(0, GARBAGE_NAN);
         CALL_IF(0, 0, "dry round:");
         dry[d] = t_call;
@@ -481,38 +541,65 @@ int main(int argc, char **argv) {
         if (IN_PLACE(&arrays[i])) memset(arrays[i].snapshot_in, 0, arrays[i].bytes);
     }
 
+    /* The probe calls, whose inputs are drawn anew where the parent asked (mode 3): the chosen
+     * call and one other of the first s_min, both secret. */
+    int fresh_arrays = 0;
+    for (int i = 0; i < n_arrays; i++)
+        fresh_arrays |= HAS_INPUT(&arrays[i]) && arrays[i].perturb == 3;
+    if (fresh_arrays) draw_fresh();
+    int probe_snapshot = fresh_arrays && s_min >= 2; /* the other probe is checked too */
+    for (int i = 0; probe_snapshot && i < n_arrays; i++) {
+        Array *a = &arrays[i];
+        a->snapshot_probe = calloc(1, a->bytes + 1); /* touched now, as the snapshots above */
+        a->snapshot_probe_in = calloc(1, a->bytes + 1);
+        if (!a->snapshot_probe || !a->snapshot_probe_in) die("out of memory");
+        memset(a->snapshot_probe, 0, a->bytes);
+        if (IN_PLACE(a)) memset(a->snapshot_probe_in, 0, a->bytes);
+    }
+
     /* 2. warm-up, then timed calls */
     int warmups = 0;
     t_warm = now();
     while (warmups < warm_min || now() - t_warm < warm_sec) {
-        perturb_inputs();
+        perturb_inputs(-1);
         prepare_call(0, GARBAGE_NAN);
         CALL(0, "warm-up:");
         check_call(0, "warm-up:", 0);
         warmups++;
     }
     int chosen = (int)(rng_next() % (uint64_t)s_min);
+    int probe = !fresh_arrays ? -1 : !probe_snapshot ? chosen
+        : (chosen + 1 + (int)(rng_next() % (uint64_t)(s_min - 1))) % s_min;
+    int last_probe = probe > chosen ? probe : chosen;
     int n = 0;
     t_loop = now();
     mark('t', 0, -1);
     for (;;) {
-        perturb_inputs();
+        int probing = !fresh_arrays ? -1 : n == chosen ? 0 : n == probe ? 1 : -1;
+        perturb_inputs(probing);
         prepare_call(0, GARBAGE_NAN);
         CALL(0, "timed call:");
         samples[n] = t_call;
-        check_call(0, "timed call:", n == chosen);
+        if (probing >= 0) probed(probing);
+        check_call(0, "timed call:", n == chosen || n == probe);
         if (n == chosen)
             for (int i = 0; i < n_arrays; i++) {
                 memcpy(arrays[i].snapshot, arrays[i].buf[0], arrays[i].bytes);
                 if (IN_PLACE(&arrays[i]))
                     memcpy(arrays[i].snapshot_in, arrays[i].pristine[0], arrays[i].bytes);
             }
+        else if (n == probe && probe_snapshot)
+            for (int i = 0; i < n_arrays; i++) {
+                memcpy(arrays[i].snapshot_probe, arrays[i].buf[0], arrays[i].bytes);
+                if (IN_PLACE(&arrays[i]))
+                    memcpy(arrays[i].snapshot_probe_in, arrays[i].pristine[0], arrays[i].bytes);
+            }
         n++;
         mark('t', n, -1);
         double spent = now() - t_loop;
         if (n >= s_max) break;
         if (n >= s_min && median_halfwidth(samples, n) <= precision) break;
-        if (n > chosen && spent >= t_max && (n >= 3 || spent >= 3 * t_max)) break;
+        if (n > last_probe && spent >= t_max && (n >= 3 || spent >= 3 * t_max)) break;
     }
     check_call(0, "timed call:", 1);
 
@@ -541,11 +628,20 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "snap_last_in_%d.bin", i);
             write_file(path, a->pristine[0], a->bytes);
         }
+        if (probe_snapshot) {
+            snprintf(path, sizeof path, "snap_probe_%d.bin", i);
+            write_file(path, a->snapshot_probe, a->bytes);
+            if (IN_PLACE(a)) {
+                snprintf(path, sizeof path, "snap_probe_in_%d.bin", i);
+                write_file(path, a->snapshot_probe_in, a->bytes);
+            }
+        }
     }
     FILE *r = fopen("result.txt", "w");
     if (!r) die("cannot write result.txt");
     fprintf(r, "warmups %d\nsamples %d", warmups, n);
     for (int i = 0; i < n; i++) fprintf(r, " %.9e", samples[i]);
+    if (fresh_arrays) fprintf(r, "\nprobes %d %d", chosen, probe);
     fprintf(r, "\nviolation %s\ndone\n", violation[0] ? violation : "none");
     fclose(r);
     return 0;

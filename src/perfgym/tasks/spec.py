@@ -36,17 +36,19 @@ class SizeError(TaskError):
 
 # Copies of each array one evaluation of a C task may hold, counted where they are made, so that
 # a size is refused before anything is allocated:
-#   harness.c: two call buffers, a snapshot and an in-place snapshot of every array (4), two
-#     pristine copies of every input (2), the first call's answer of every output (1);
-#   the driver (backends/c/measure.py): two input sets (2 per input), the two snapshots it reads
-#     back (2 of every array), the check-first call's outputs and both input sets' (3 per
+#   harness.c: two call buffers, a snapshot and an in-place snapshot of every array (4), and
+#     where backends/c/build.fresh_inputs the second probe's two (2), two pristine copies of
+#     every input (2), the probes' two inputs drawn anew (2, again where fresh_inputs), the
+#     first call's answer of every output (1);
+#   the driver (backends/c/measure.py): two input sets (2 per input), the snapshots it reads
+#     back (2 of every array; 3 where fresh_inputs), the check-first call's outputs and both input sets' (3 per
 #     output), the reference's answers (the two input sets' kept, one more for a snapshot: 3 per
 #     output), and for an in-place array the snapshots of its input and the reference's copy (3);
 #   verify.compare: about 8 float64 (complex128) arrays per output while it checks one.
 # Measured (transpose 2048x2048, 64 MiB of arrays): the driver grew 616 MiB and the harness
 # peaked at 289 MiB; memory_needed says 992 MiB (it adds both, though they do not peak together).
-COPIES_EVERY = 4 + 2
-COPIES_INPUT = 2 + 2
+COPIES_EVERY = 4 + 2 + 3
+COPIES_INPUT = 2 + 2 + 2
 COPIES_OUTPUT = 1 + 3 + 3
 COPIES_IN_PLACE = 3
 COMPARE_WORK_ARRAYS = 8
@@ -120,7 +122,9 @@ class ArraySpec:
     high: str = "1.0"
     # How the harness changes this input before each timed call so no answer can be replayed:
     # "element" (a random element gets a value in [low, high)), "diagonal" (a random diagonal
-    # element grows by that much: keeps SPD/triangular matrices well posed) or "none".
+    # element grows by that much: keeps SPD/triangular matrices well posed) or "none". Where a
+    # call does many flops per "element" input element, two secret timed calls get every one
+    # drawn anew (backends/c/build.fresh_inputs: the reuse probes).
     perturb: str = "element"
     # outputs: what they hold when the kernel is called: "garbage" (NaN poison, random bytes for
     # integers, drawn again for every call: every element must be written) or "zero" (the

@@ -503,6 +503,25 @@ def size_order(task: Task) -> list[str]:
     return [p.name for p in task.signature.params if not p.array]
 
 
+# Flops a call does per input element, from which two secret timed calls (the probes) get
+# inputs drawn anew. Between other calls one element of each input changes; a kernel that keeps
+# its last inputs and answer can find that element in one pass over the inputs and correct its
+# answer for it, exactly: in a matrix product ~1/N of the work, right every call (the hostile
+# `tests/hostile/reuse/`: 31x naive on dgemm, 15x on pdist). On the probes it must do the whole
+# work, and measure.reuse_problem compares their times with the others'. Fresh inputs for every
+# call would cost a pass over the inputs between calls, as much as a fast kernel's call at
+# these intensities; below this one (dot, dgemv, transpose, a stencil's few flops) such a
+# kernel's pass over the inputs already costs what the call does.
+FRESH_INTENSITY = 16
+
+
+def fresh_inputs(task: Task, size: dict[str, int]) -> bool:
+    """Whether the probe calls at `size` get inputs drawn anew (FRESH_INTENSITY)."""
+    elements = sum(int(np.prod(task.shape(name, size))) for name in pointer_order(task)
+                   if task.arrays[name].role != "out" and task.arrays[name].perturb == "element")
+    return elements > 0 and task.flop_count(size) >= FRESH_INTENSITY * elements
+
+
 def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: EvalConfig,
                    workdir: Path, harness_seed: int) -> None:
     lines = [f"seed {harness_seed}",
@@ -515,6 +534,7 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
     lines.append(f"sizes {len(names)} " + " ".join(str(v) for v in values))
     order = pointer_order(task)
     lines.append(f"arrays {len(order)}")
+    fresh = fresh_inputs(task, size)
     for i, name in enumerate(order):
         spec = task.arrays[name]
         dtype = spec.numpy
@@ -526,6 +546,8 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
             if spec.role != "out":
                 data[name].tofile(workdir / files[s])
         perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
+        if perturb == 1 and fresh:
+            perturb = 3  # every element drawn again before a probe call: see fresh_inputs
         low, high = task.bounds(name, size)
         # 0 input, 1 output poisoned before each call (NaN; random bytes for integers), 2 output
         # zeroed before each call, 3 in place (restored to its input before each call)

@@ -45,6 +45,11 @@ BLIND_AFTER = 10e-3  # seconds
 CPU_EPSILON = 20e-3  # seconds
 # The most a single reported call counts for in that bound, as a multiple of the median call.
 CAP_OVER_MEDIAN = 2.0
+# The probe calls (inputs drawn anew: build.fresh_inputs) may take this many times the other
+# calls' median, and this much more, before the kernel is taken to reuse its earlier calls'
+# work (reuse_problem): both probes must, so one call slowed by another program is not enough.
+REUSE_FACTOR = 2.0
+REUSE_MARGIN = 100e-6  # seconds
 # A timed run that other programs disturbed (neighbours.py) is run again this many times; if
 # every run was disturbed the Outcome says so (`disturbed`) and it is not cached.
 DISTURBED_REPEATS = 2
@@ -134,8 +139,9 @@ def _measure_once(p: Prepared, outcome) -> Outcome:
         if isinstance(ran, Outcome):
             return ran
         result, report = ran
+        two_probes = len(report.get("probes", ())) == 2  # (the second one's snapshot kept)
         verdict_msg, max_error = _verify_all(task, size, config, inputs, order, rundir, rng,
-                                             refs)
+                                             refs, probe_snapshot=two_probes)
     finally:
         if prestarted is not None:
             prestarted.close()  # (ended if never told to go; its directory removed)
@@ -153,6 +159,8 @@ def _measure_once(p: Prepared, outcome) -> Outcome:
     elif problem:
         return outcome(Status.WRONG_ANSWER, f"tampering: {problem}", _seen_summary(seen),
                        parent_check=seen)
+    if reused := reuse_problem(report["samples"], report.get("probes", [])):
+        return outcome(Status.WRONG_ANSWER, f"reuse: {reused}", parent_check=seen)
     # Each call costs what the harness reported or what the parent saw, whichever is more:
     # work hidden from the harness's clock but inside the slack is still paid for.
     pairs = list(zip(report["samples"], seen["parent_samples"]))
@@ -299,6 +307,39 @@ def _run_failure(result, config: EvalConfig, size: dict, outcome) -> Outcome | N
         return outcome(Status.RUNTIME_ERROR, f"exited with status {result.returncode}"
                        + (f": {detail}" if detail else ""), result.stderr[-2000:])
     return None
+
+
+def probe_times(samples: list[float], probes: list[int]) -> list[tuple[float, float]]:
+    """Each probe call's time (`probes`: indices into `samples`, the harness's own times of the
+    calls) beside the median of the calls around it: two on each side that are no probe (the
+    calls just after the warm-up still speed up, 2.0 ms to 1.4 ms for a threaded dgemm, so not
+    the median of all)."""
+    probes = [i for i in probes if 0 <= i < len(samples)]
+    rest = [x for i, x in enumerate(samples) if i not in probes]
+    if not rest:
+        return []
+    times = []
+    for i in probes:
+        near = [samples[j] for j in (i - 2, i - 1, i + 1, i + 2)
+                if 0 <= j < len(samples) and j not in probes] or rest
+        times.append((samples[i], _median(near)))
+    return times
+
+
+def reuse_problem(samples: list[float], probes: list[int]) -> str | None:
+    """Why the calls on inputs drawn anew say the kernel reuses its earlier calls' work, or
+    None: each probe took more than REUSE_FACTOR times the calls around it (probe_times) and
+    REUSE_MARGIN more. An honest kernel does the same work on any inputs of the task's
+    distribution; one that corrects its saved answer for the element that changed since its
+    last call does the whole work only on the probes."""
+    times = probe_times(samples, probes)
+    if not times or any(took <= max(REUSE_FACTOR * near, near + REUSE_MARGIN)
+                        for took, near in times):
+        return None
+    took, near = min(times, key=lambda t: t[0] / t[1])
+    return (f"its calls on inputs drawn anew took {took / near:.1f}x the calls around them on "
+            f"inputs one element from the last ({_ms(took)} against {_ms(near)}): it reuses "
+            "earlier calls' work")
 
 
 def cross_check(reported: list[float], markers: list[tuple[float, str]],
@@ -539,6 +580,8 @@ def _read_report(path: Path, check: bool = False) -> dict | None:
             report["samples"] = [float(v) for v in vals[1:]]
         elif key == "violation":
             report["violation"] = rest
+        elif key == "probes":  # the timed calls given inputs drawn anew (build.fresh_inputs)
+            report["probes"] = sorted({int(v) for v in rest.split()})
     if "violation" not in report or (not check and not report.get("samples")):
         return None
     return report
@@ -570,12 +613,18 @@ def _outputs(task: Task, size: dict, order: list[str], workdir: Path, s: int) ->
 
 def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
                 order: list[str], workdir: Path, rng: np.random.Generator,
-                refs: dict) -> tuple[tuple[str, str] | None, float]:
-    """Check the four answers the harness kept. Returns ((message, details) or None, max err)."""
+                refs: dict, probe_snapshot: bool = False
+                ) -> tuple[tuple[str, str] | None, float]:
+    """Check the four answers the harness kept, and the second probe call's where it kept one
+    (`probe_snapshot`: a fast wrong answer on inputs drawn anew must not pass as no reuse).
+    Returns ((message, details) or None, max err)."""
     checks = [(INPUT_SETS[0], inputs.sets[0], _outputs(task, size, order, workdir, 1)),
               (INPUT_SETS[1], inputs.sets[1], _outputs(task, size, order, workdir, 2))]
     outputs = task.outputs
-    for snap, label in (("chosen", "a timed call"), ("last", "the last timed call")):
+    snaps = [("chosen", "a timed call"), ("last", "the last timed call")]
+    if probe_snapshot:
+        snaps.append(("probe", "a timed call on inputs drawn anew"))
+    for snap, label in snaps:
         arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].numpy,
                          task.shape(n, size))
                 for i, n in enumerate(order)}
