@@ -97,6 +97,10 @@ class Session:
         else:
             self.seed = secret_seed
         self.judges: list[Judge] = []
+        # the reference's last trial (slot, args, inputs, outputs) and the outputs that were the
+        # same on every trial of one instance so far (_watch_constant)
+        self._last_trial: tuple | None = None
+        self.constant_outputs: set[int] | None = None
         self.program: tuple[dict, list[Tensor], str] | None = None  # traced, with its kernels
         # where the parent checks the replayer's kernels (protocol.py): request -> verdict
         self.check_kernel = None
@@ -202,10 +206,35 @@ class Session:
                 raise Verdict("WRONG_ANSWER", f"the candidate modified input {i} ({label}); "
                               "inputs are read-only")
 
+    def _watch_constant(self, slot: str, args, tensors: list[Tensor],
+                        outputs: list[Tensor]) -> None:
+        """Narrow `constant_outputs` to the outputs this trial's reference gave as the last
+        trial's did, on other inputs to the same instance. (KernelBench's protocol draws every
+        trial from one seed: inputs that do not differ show nothing.)"""
+        last, self._last_trial = self._last_trial, (slot, args, tensors, outputs)
+        if last is None or last[0] != slot or (last[1] == args and all(
+                a.meta() == b.meta() and a.data == b.data for a, b in zip(last[2], tensors))):
+            return
+        same = {i for i, (was, now) in enumerate(zip(last[3], outputs))
+                if was.meta() == now.meta() and mismatches(
+                    now.array().reshape(-1), was.array().reshape(-1),
+                    judge_for(was.array(), was.dtype))[0] == 0}
+        self.constant_outputs = same if self.constant_outputs is None \
+            else self.constant_outputs & same
+
     def correctness(self, trials: int) -> None:
         self.build("A", self.seed())
         for k in range(trials):
             self.trial("A", f"in trial {k + 1} of {trials}")
+        if self.constant_outputs:
+            # a kernel can compute such an output once, when it is built, and hand it back on
+            # every call: every trial passes, nothing is computed, and the speedup is unbounded
+            i = min(self.constant_outputs)
+            raise ReferenceFailed(
+                f"the reference's output {i} was the same on all {trials} trials, each on other "
+                "inputs: it does not depend on the inputs, so a kernel that computes it once and "
+                "returns it passes without computing; this task cannot score a kernel (give its "
+                "Model an output that depends on get_inputs())")
         self.build("B", self.seed())
         self.trial("B", "on a freshly built ModelNew")
 
