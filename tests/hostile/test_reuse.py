@@ -80,3 +80,19 @@ def test_calls_that_still_speed_up_after_the_warm_up_are_no_reuse():
 def test_microsecond_calls_need_the_margin_too():
     calls = [2e-6] * 8
     assert reuse_problem(calls[:2] + [9e-6] + calls[3:], [2]) is None  # 4.5x, 7 us more
+
+
+def test_a_stale_answer_on_either_probe_is_caught(fast):
+    """A kernel right on every call but the first on inputs drawn anew, which gets the last
+    call's answer (`reuse_probe/`): no timing rule sees it, so each probe's answer check must.
+    The seeds fix which probe comes first: seed 1 puts the chosen call first (its check
+    catches it), seed 2 the other probe (only that probe's own check does)."""
+    task = get_task("dgemm")
+    code = (Path(__file__).parent / "reuse_probe" / "stale_first_probe.c").read_text()
+    caught = {}
+    for seed in (1, 2):
+        outcome = evaluate(task, code, None, fast.replace(seed=seed))
+        assert outcome.status is Status.WRONG_ANSWER, f"seed {seed}: {outcome.message}"
+        caught[seed] = outcome.message
+    assert caught[1].startswith("wrong answer on a timed call: "), caught[1]
+    assert caught[2].startswith("wrong answer on a timed call on inputs drawn anew: "), caught[2]
