@@ -464,7 +464,6 @@ def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins:
     calls' sum with each call counted at most CAP_OVER_MEDIAN x their median, so that one call
     reported long buys no room for work hidden in the others."""
     at = [cpu.get(line) for line in lines]
-    # the harness's work between "@t k" and "@s k" (a checked call's state copied) is its own
     if None in at:
         return None
     own = _own_cpu(at[:n_dry + 1], stand_ins)  # CPU seconds of the harness's own work a round
@@ -483,9 +482,10 @@ def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins:
     n, rep = len(reported), _median(reported)
     total = float(sum(min(r, CAP_OVER_MEDIAN * rep) for r in reported))
     used = at[-1] - at[n_dry + 1] - n * own
-    # less the harness's copies of checked calls' state, between "@t k" and "@s k"
+    # less the harness's own work between "@t k" and "@s k" (a checked call's state copied),
+    # where that lies before "@t kept", the last reading counted
     used -= sum(max(0.0, cpu.get(f"@s {k}", 0.0) - cpu.get(f"@t {k}", 0.0))
-                for k in resumed if k <= kept)
+                for k in resumed if k < kept)
     total_bound = threads * max(TAMPER_FACTOR * total, total + n * TAMPER_MARGIN) + CPU_EPSILON
     return {"own_cpu": own, "harness_cpu": used, "harness_cpu_allowed": total_bound,
             "parent_late": used <= total_bound}
