@@ -16,11 +16,10 @@ from perfgym.backends.c.measure import TAMPER_MARGIN, cross_check
 CANDIDATES = Path(__file__).parent / "candidates"
 
 
-def markers(calls, work=2e-3, dry=3, stand_in=1e-3, copies=None):
+def markers(calls, work=2e-3, dry=3, stand_in=1e-3):
     """Marker lines with arrival times as the sandbox records them: `dry` rounds where a wait of
     `stand_in` seconds stood in for the kernel, then timed calls of these lengths; the harness's
-    own work takes `work` seconds a round. `copies`: {call index from 0: seconds the harness
-    spent copying its state after it}, announced with "@s"."""
+    own work takes `work` seconds a round."""
     t = 1000.0
     out = [(t, "@c 0")]
     for d in range(1, dry + 1):
@@ -31,9 +30,6 @@ def markers(calls, work=2e-3, dry=3, stand_in=1e-3, copies=None):
     for k, length in enumerate(calls, 1):
         t += length + work
         out.append((t, f"@t {k}"))
-        if copies and k - 1 in copies:
-            t += copies[k - 1]
-            out.append((t, f"@s {k}"))
     return out
 
 
@@ -89,40 +85,6 @@ def test_deflation_inside_the_slack_passes_and_is_charged_later():
     assert problem is None and seen["parent_median"] > seen["reported_median"]
     # small kernels get an absolute margin rather than the factor
     assert cross_check([1e-5] * 5, markers([TAMPER_MARGIN / 2] * 5))[0] is None
-
-
-def test_the_harness_copying_a_checked_calls_state_is_not_the_next_calls_time():
-    """A checked call's state is copied after "@t k" and before "@s k" (late checks on most of a
-    short run's calls, each copy as long as a call or longer): not charged to the next call."""
-    copies = {0: 0.030, 1: 0.030, 3: 0.030}
-    problem, seen = cross_check([0.010] * 5, markers([0.010] * 5, copies=copies),
-                                copied=sorted(copies))
-    assert problem is None
-    assert seen["parent_samples"] == pytest.approx([0.010] * 5)
-    # the same markers read without "@s": the copies land in three of the five calls
-    plain = [(t, line) for t, line in markers([0.010] * 5, copies=copies)
-             if not line.startswith("@s")]
-    problem, seen = cross_check([0.010] * 5, plain)
-    assert problem == "the harness reported 10 ms per call but the parent saw 40 ms (medians)"
-
-
-def test_an_s_marker_the_harness_did_not_list_is_tampering():
-    """A kernel that writes "@s k" itself stops the parent's clock for its call early: only the
-    calls result.txt lists as copied may have one, once, right after their "@t"."""
-    honest = markers([0.010] * 4, copies={1: 0.02})
-    forged_extra = markers([0.010] * 4, copies={1: 0.02, 2: 1e-4})  # "@s 3": not listed
-    duplicate = honest[:] + [(honest[-1][0] + 1e-4, "@s 2")]
-    out_of_place = [m for m in honest if m[1] != "@s 2"]
-    out_of_place.insert(len(out_of_place) - 1, (out_of_place[-2][0], "@s 2"))
-    for broken, copied in ((forged_extra, [1]), (duplicate, [1]), (out_of_place, [1]),
-                           (honest, []), (honest, [1, 2]),
-                           (markers([0.010] * 4, copies={3: 0.02}), [3, 4])):
-        problem, _ = cross_check([0.010] * 4, broken, copied=copied)
-        assert problem == ("the harness's progress markers to the parent are missing or out "
-                           "of order"), (broken, copied)
-    assert cross_check([0.010] * 4, honest, copied=[1])[0] is None
-    last = markers([0.010] * 4, copies={3: 0.02})  # the last call's "@s 4": nothing after it
-    assert cross_check([0.010] * 4, last, copied=[3])[0] is None
 
 
 def test_a_count_mismatch_is_tampering():
@@ -347,27 +309,6 @@ def test_markers_read_with_the_last_one_carry_no_weight():
     assert problem and seen["parent_late"], seen
 
 
-def test_the_harness_copying_state_is_not_hidden_work_for_the_cpu_witness():
-    """The parent kept waiting (10 ms rounds for 4 ms calls), and the harness copied five
-    checked calls' state, 20 ms of its CPU each, between "@t k" and "@s k": its own work,
-    taken out of the CPU the calls are held to. Counted in, the calls look like hidden work."""
-    copies = {2: 0.020, 5: 0.020, 9: 0.020, 13: 0.020, 17: 0.020}
-    plain = markers([0.0099] * 20, work=2e-3)
-    cpu = cpu_readings(plain, [0.004] * 20)
-    ms, extra = [], 0.0
-    for t, line in markers([0.0099] * 20, work=2e-3, copies=copies):
-        if line.startswith("@s "):
-            copy = copies[int(line.split()[1]) - 1]
-            cpu[line] = cpu[f"@t {line.split()[1]}"] + copy
-            extra += copy
-        else:
-            cpu[line] += extra
-        ms.append((t, line))
-    problem, seen = cross_check([0.00404] * 20, ms, cpu, threads=1, copied=sorted(copies))
-    assert problem and seen["parent_slower"] and seen["parent_late"], seen
-    assert seen["harness_cpu"] == pytest.approx(19 * 0.004)  # (the last round left out)
-
-
 def test_hidden_work_with_one_call_made_to_look_long_is_tampering_even_read_in_bunches():
     """The total's bound grows with the reported calls: one call reported long (as much as the
     parent's clock allows) bought room for work hidden in all the others, and the median of
@@ -405,9 +346,8 @@ def test_without_cpu_readings_the_rule_is_the_parents():
 
 def frozen_run(task, code, size, config, workdir, freeze):
     """The harness's whole protocol in the sandbox, stopped (SIGSTOP) for `freeze` seconds as
-    each timed call's marker arrives (and again at its "@s", after a checked call's state was
-    copied: where the next call's interval begins): off its CPU between two calls, as a harness
-    waiting behind a busier program is. Returns cross_check's verdict with the CPU readings."""
+    each timed call's marker arrives: off its CPU between two calls, as a harness waiting
+    behind a busier program is. Returns cross_check's verdict with the CPU readings."""
     import os
     import signal
     import time
@@ -424,7 +364,7 @@ def frozen_run(task, code, size, config, workdir, freeze):
     procs = []
 
     def on_marker(line):
-        if line.startswith(("@t ", "@s ")) and procs:
+        if line.startswith("@t ") and procs:
             os.kill(procs[0].pid, signal.SIGSTOP)
             time.sleep(freeze)
             os.kill(procs[0].pid, signal.SIGCONT)
@@ -434,7 +374,7 @@ def frozen_run(task, code, size, config, workdir, freeze):
     assert result.ok, result.stderr
     report = _read_report(workdir / "result.txt")
     return cross_check(report["samples"], result.markers, result.marker_cpu,
-                       floors=result.marker_floor, copied=report.get("copied", []))
+                       floors=result.marker_floor)
 
 
 def test_a_harness_frozen_between_calls_is_late_not_tampering(fast, workdir):

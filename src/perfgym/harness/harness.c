@@ -65,7 +65,6 @@ extern void pg_after(void **arrays, const long long *counts);
 #define EDGE 64         /* bytes checked on the unguarded side of an array */
 #define DRY_ROUNDS 9    /* calibration rounds; the parent takes the median */
 #define STAND_IN 1e-3   /* seconds a dry round waits in place of a kernel call */
-#define LATE_CHECKS 2   /* at most this many timed calls drawn from all of them (late_slot) */
 
 /* An array's kind (the manifest's first field): 0 input, 1 output poisoned before each call
  * (poison below), 2 output zeroed before each call, 3 in place (restored to its input before
@@ -85,7 +84,6 @@ typedef struct {
     unsigned char *snapshot_in; /* in place: what the chosen call was given */
     unsigned char *fresh[2];    /* mode 3: the two probe calls' inputs, drawn anew */
     unsigned char *snapshot_probe, *snapshot_probe_in; /* as snapshot, of the other probe */
-    unsigned char *snapshot_late[LATE_CHECKS], *snapshot_late_in[LATE_CHECKS]; /* late_slot */
     unsigned char *base[2];     /* start of the mapping */
     size_t map_len[2];
     char file[2][512];
@@ -374,37 +372,6 @@ static void check_call(int set, const char *phase, int full) {
     }
 }
 
-/* The late-check slot timed call n's state goes to, or -1: reservoir sampling, call n <
- * n_late takes slot n, a later one a slot with chance n_late/(n+1), so when the loop ends each
- * slot holds any of the calls with equal chance, and which ones is known only then. The other
- * checked calls are few and findable (the chosen call and the probes among the first s_min, the
- * last): a kernel that works on those and hands back a stale answer on the rest would move the
- * median unseen. Here each call it skips is checked with chance up to n_late/n, and to move the
- * median it must skip most: each slot catches it more often than not. (About
- * n_late * ln(n / n_late) copies in a run, each outside the parent's clock: see the loop.) */
-static int late_call[LATE_CHECKS] = {-1, -1};
-static int copied[MAX_SAMPLES], n_copied; /* the timed calls whose state was copied: "@s" */
-static int n_late; /* the manifest's: LATE_CHECKS, or 0 where the parent measures their cost */
-static int late_slot(int n) {
-    if (n_late == 0) return -1;
-    int slot = n < n_late ? n : (int)(rng_next() % (uint64_t)(n + 1));
-    return slot < n_late ? slot : -1;
-}
-
-/* The state after a checked timed call, and what an in-place array was given, copied into the
- * chosen call's snapshot (`kind` 0), the other probe's (1) or late-check slot `slot` (2). */
-static void snapshot_into(int kind, int slot) {
-    for (int i = 0; i < n_arrays; i++) {
-        Array *a = &arrays[i];
-        unsigned char *state = kind == 0 ? a->snapshot : kind == 1 ? a->snapshot_probe
-                                                                   : a->snapshot_late[slot];
-        unsigned char *given = kind == 0 ? a->snapshot_in : kind == 1 ? a->snapshot_probe_in
-                                                                      : a->snapshot_late_in[slot];
-        memcpy(state, a->buf[0], a->bytes);
-        if (IN_PLACE(a)) memcpy(given, a->pristine[0], a->bytes);
-    }
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -452,8 +419,6 @@ int main(int argc, char **argv) {
     if (fscanf(m, " warmup %d %lf", &warm_min, &warm_sec) != 2) die("manifest: warmup");
     if (fscanf(m, " samples %d %d %lf %lf", &s_min, &s_max, &t_max, &precision) != 4)
         die("manifest: samples");
-    if (fscanf(m, " late %d", &n_late) != 1 || n_late < 0 || n_late > LATE_CHECKS)
-        die("manifest: late");
     if (s_min < 1) s_min = 1;
     if (s_max > MAX_SAMPLES) s_max = MAX_SAMPLES;
     if (fscanf(m, " sizes %d", &n_sizes) != 1 || n_sizes > MAX_SIZES) die("manifest: sizes");
@@ -591,16 +556,6 @@ int main(int argc, char **argv) {
         memset(a->snapshot_probe, 0, a->bytes);
         if (IN_PLACE(a)) memset(a->snapshot_probe_in, 0, a->bytes);
     }
-    for (int i = 0; i < n_arrays; i++) /* touched now, as the snapshots above */
-        for (int j = 0; j < n_late; j++) {
-            Array *a = &arrays[i];
-            a->snapshot_late[j] = calloc(1, a->bytes + 1);
-            a->snapshot_late_in[j] = IN_PLACE(a) ? calloc(1, a->bytes + 1) : NULL;
-            if (!a->snapshot_late[j] || (IN_PLACE(a) && !a->snapshot_late_in[j]))
-                die("out of memory");
-            memset(a->snapshot_late[j], 0, a->bytes);
-            if (IN_PLACE(a)) memset(a->snapshot_late_in[j], 0, a->bytes);
-        }
 
     /* 2. warm-up, then timed calls */
     int warmups = 0;
@@ -625,27 +580,22 @@ int main(int argc, char **argv) {
         prepare_call(0, GARBAGE_NAN);
         CALL(0, "timed call:");
         samples[n] = t_call;
-        check_call(0, "timed call:", 0);
-        int slot = late_slot(n);
-        int checked = probing >= 0 || n == chosen || slot >= 0;
+        if (probing >= 0) probed(probing);
+        check_call(0, "timed call:", n == chosen || n == probe);
+        if (n == chosen)
+            for (int i = 0; i < n_arrays; i++) {
+                memcpy(arrays[i].snapshot, arrays[i].buf[0], arrays[i].bytes);
+                if (IN_PLACE(&arrays[i]))
+                    memcpy(arrays[i].snapshot_in, arrays[i].pristine[0], arrays[i].bytes);
+            }
+        else if (n == probe && probe_snapshot)
+            for (int i = 0; i < n_arrays; i++) {
+                memcpy(arrays[i].snapshot_probe, arrays[i].buf[0], arrays[i].bytes);
+                if (IN_PLACE(&arrays[i]))
+                    memcpy(arrays[i].snapshot_probe_in, arrays[i].pristine[0], arrays[i].bytes);
+            }
         n++;
         mark('t', n, -1);
-        /* A checked call's state is copied, and its inputs compared, after "@t n" and before
-         * "@s n", where the parent's clock for the next call starts (measure.cross_check): a
-         * copy as long as a call, on most of a short run's calls, is the harness's work. */
-        if (checked) {
-            int k = n - 1;
-            if (probing >= 0) probed(probing);
-            if (k == chosen || k == probe) check_call(0, "timed call:", 1);
-            if (k == chosen) snapshot_into(0, 0);
-            else if (k == probe && probe_snapshot) snapshot_into(1, 0);
-            if (slot >= 0) {
-                late_call[slot] = k;
-                snapshot_into(2, slot);
-            }
-            copied[n_copied++] = k;
-            mark('s', n, -1);
-        }
         double spent = now() - t_loop;
         if (n >= s_max) break;
         if (n >= s_min && median_halfwidth(samples, n) <= precision) break;
@@ -678,15 +628,6 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "snap_last_in_%d.bin", i);
             write_file(path, a->pristine[0], a->bytes);
         }
-        for (int j = 0; j < n_late; j++) {
-            if (late_call[j] < 0) continue;
-            snprintf(path, sizeof path, "snap_late%d_%d.bin", j, i);
-            write_file(path, a->snapshot_late[j], a->bytes);
-            if (IN_PLACE(a)) {
-                snprintf(path, sizeof path, "snap_late%d_in_%d.bin", j, i);
-                write_file(path, a->snapshot_late_in[j], a->bytes);
-            }
-        }
         if (probe_snapshot) {
             snprintf(path, sizeof path, "snap_probe_%d.bin", i);
             write_file(path, a->snapshot_probe, a->bytes);
@@ -701,11 +642,6 @@ int main(int argc, char **argv) {
     fprintf(r, "warmups %d\nsamples %d", warmups, n);
     for (int i = 0; i < n; i++) fprintf(r, " %.9e", samples[i]);
     if (fresh_arrays) fprintf(r, "\nprobes %d %d", chosen, probe);
-    fprintf(r, "\nlate");
-    for (int j = 0; j < n_late; j++)
-        if (late_call[j] >= 0) fprintf(r, " %d", late_call[j]);
-    fprintf(r, "\ncopied"); /* the calls followed by "@s": no other may be */
-    for (int j = 0; j < n_copied; j++) fprintf(r, " %d", copied[j]);
     fprintf(r, "\nviolation %s\ndone\n", violation[0] ? violation : "none");
     fclose(r);
     return 0;

@@ -515,12 +515,6 @@ def size_order(task: Task) -> list[str]:
 FRESH_INTENSITY = 16
 
 
-# Timed calls whose answers are checked besides the chosen one, the probes and the last: drawn
-# from all of them once the loop is over (the harness's late_slot; at most its LATE_CHECKS).
-# 0 only where benchmarks/late_check_cost.py measures what they cost.
-LATE_CHECKS = 2
-
-
 def fresh_inputs(task: Task, size: dict[str, int]) -> bool:
     """Whether the probe calls at `size` get inputs drawn anew (FRESH_INTENSITY)."""
     elements = sum(int(np.prod(task.shape(name, size))) for name in pointer_order(task)
@@ -533,7 +527,7 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
     lines = [f"seed {harness_seed}",
              f"warmup {config.warmup_min} {config.warmup_time}",
              f"samples {config.min_samples} {config.max_samples} {config.max_time} "
-             f"{config.median_precision}", f"late {LATE_CHECKS}"]
+             f"{config.median_precision}"]
     names = size_order(task)
     values = [size[n] if n not in task.scalars else  # a double's bits, for the shim
               int(np.float64(task.scalars[n]).view(np.int64)) for n in names]
@@ -571,9 +565,7 @@ def run_limits(task: Task, size: dict[str, int], config: EvalConfig) -> sandbox.
     return sandbox.Limits(
         wall_seconds=config.timeout,
         cpu_seconds=int(config.timeout * config.n_threads) + 5,
-        # the harness holds up to 15 copies of an array (two input sets, their pristine copies,
-        # two probe inputs, the chosen call's, the probe's and the late checks' snapshots)
-        address_space=max(4 << 30, 16 * total + (1 << 30) + config.n_threads * (64 << 20)),
+        address_space=max(4 << 30, 10 * total + (1 << 30) + config.n_threads * (64 << 20)),
         file_size=max(64 << 20, 2 * total),
         processes=max(64, 4 * config.n_threads),
         # the harness's progress markers ("@t 17\n" per timed call, a few more) on top of the cap

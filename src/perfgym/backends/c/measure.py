@@ -141,9 +141,7 @@ def _measure_once(p: Prepared, outcome) -> Outcome:
         result, report = ran
         two_probes = len(report.get("probes", ())) == 2  # (the second one's snapshot kept)
         verdict_msg, max_error = _verify_all(task, size, config, inputs, order, rundir, rng,
-                                             refs, probe_snapshot=two_probes,
-                                             late=report.get("late", []),
-                                             calls=len(report["samples"]))
+                                             refs, probe_snapshot=two_probes)
     finally:
         if prestarted is not None:
             prestarted.close()  # (ended if never told to go; its directory removed)
@@ -151,7 +149,7 @@ def _measure_once(p: Prepared, outcome) -> Outcome:
         return outcome(Status.WRONG_ANSWER, *verdict_msg, max_error=max_error)
 
     problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu,
-                                _threads(p), result.marker_floor, report.get("copied", []))
+                                _threads(p), result.marker_floor)
     if problem and load["disturbed"] and (seen.get("parent_slower") or seen.get("parent_blind")):
         # under foreign load the parent reads the markers late: no evidence of tampering (and
         # where the harness's CPU time shows no hidden work, _timed_run called the run
@@ -253,7 +251,7 @@ def _parent_late(ran, threads: int) -> str | None:
         return None
     result, report = ran
     problem, seen = cross_check(report["samples"], result.markers, result.marker_cpu, threads,
-                                result.marker_floor, report.get("copied", []))
+                                result.marker_floor)
     if problem and seen.get("parent_blind"):
         return problem + " (it waited for a CPU)"
     if not (problem and seen.get("parent_late")):
@@ -346,17 +344,12 @@ def reuse_problem(samples: list[float], probes: list[int]) -> str | None:
 
 def cross_check(reported: list[float], markers: list[tuple[float, str]],
                 cpu: dict[str, float] | None = None, threads: int = 1,
-                floors: dict[str, float] | None = None, copied: list[int] = ()
-                ) -> tuple[str | None, dict]:
+                floors: dict[str, float] | None = None) -> tuple[str | None, dict]:
     """Check the harness's per-call times against the parent's clock. `markers` are the
     harness's progress lines with their arrival times: "@c 0", then "@c d SECONDS" after dry
     round d, where a busy wait of SECONDS stood in for the kernel (before any kernel code ran);
-    then "@t 0" and "@t k" after timed call k; and "@s k" right after "@t k" where the harness
-    did work of its own after call k (a checked call's state copied), for exactly the calls
-    result.txt lists (`copied`, counted from 0: "@s k" for its k-1; any other "@s", as a kernel
-    that wrote one to stop the parent's clock early, is out of order). The parent's time of
-    call k is the interval that ends at "@t k" and begins at "@s k-1" where there is one, else
-    at "@t k-1", less the harness's own work per call: the median over the dry rounds of the
+    then "@t 0" and "@t k" after timed call k. The parent's time of call k is the interval
+    before "@t k" less the harness's own work per call: the median over the dry rounds of the
     interval beyond the stand-in. Returns (what disagreed, or None; the figures).
 
     `cpu` (RunResult.marker_cpu: the harness's CPU seconds as each marker arrived) is the
@@ -368,7 +361,6 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
 
     `floors` (RunResult.marker_floor: the earliest each marker can have been written) bound
     from below when the timed calls began, where "@t 0"'s arrival time may be late."""
-    markers, resumed = _resumes(markers)
     fields = [line.split() for _, line in markers]
     labels = [" ".join(f[:2]) for f in fields]
     n_dry = sum(label.startswith("@c ") for label in labels) - 1
@@ -378,16 +370,13 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
         stand_ins = [float(f[2]) for f in fields[1:n_dry + 1]]
     except (IndexError, ValueError):
         stand_ins = []
-    if labels != expected or n_dry < 1 or n_timed < 1 or len(stand_ins) != n_dry or \
-            resumed is None or sorted(resumed) != [k + 1 for k in sorted(copied)] or \
-            any(not 0 < k <= n_timed for k in resumed):
+    if labels != expected or n_dry < 1 or n_timed < 1 or len(stand_ins) != n_dry:
         return ("the harness's progress markers to the parent are missing or out of order",
                 {"markers": len(labels), "reported_samples": list(reported)})
     times = np.array([t for t, _ in markers])
     overhead = max(0.0, _median(np.diff(times[:n_dry + 1]) - stand_ins))
     timed = times[n_dry + 1:]
-    starts = [resumed.get(k, timed[k]) for k in range(n_timed)]
-    parent = [max(0.0, float(end - start) - overhead) for start, end in zip(starts, timed[1:])]
+    parent = [max(0.0, float(i) - overhead) for i in np.diff(timed)]
     seen = {"overhead": overhead, "reported_median": _median(reported),
             "parent_median": _median(parent), "reported_samples": list(reported),
             "parent_samples": parent}
@@ -423,34 +412,15 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
     if par > max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN):
         seen["parent_slower"] = True  # (what a parent starved by foreign load also sees)
         if witness := _cpu_witness(reported, [line for _, line in markers], n_dry, stand_ins,
-                                   cpu or {}, threads, sorted(resumed)):
+                                   cpu or {}, threads):
             seen.update(witness)
         return (f"the harness reported {_ms(rep)} per call but the parent saw {_ms(par)} "
                 "(medians)", seen)
     return None, seen
 
 
-def _resumes(markers: list[tuple[float, str]]
-             ) -> tuple[list[tuple[float, str]], dict[int, float] | None]:
-    """(`markers` without the "@s k" ones, {k: arrival of "@s k"}); None for the second where
-    one does not follow "@t k" or comes twice."""
-    kept: list[tuple[float, str]] = []
-    resumed: dict[int, float] | None = {}
-    for arrived, line in markers:
-        f = line.split()
-        if f[:1] != ["@s"]:
-            kept.append((arrived, line))
-            continue
-        k = int(f[1]) if len(f) == 2 and f[1].isdigit() else -1
-        if resumed is None or k in resumed or not kept or kept[-1][1] != f"@t {k}":
-            resumed = None
-        else:
-            resumed[k] = arrived
-    return kept, resumed
-
-
 def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins: list[float],
-                 cpu: dict[str, float], threads: int, resumed: list[int] = ()) -> dict | None:
+                 cpu: dict[str, float], threads: int) -> dict | None:
     """The harness's CPU time over the timed calls against what it reported (see cross_check),
     or None without the readings. The rule the parent's clock answers to, applied to the CPU
     time the harness used over all the timed calls, less its own work a round: within it,
@@ -482,10 +452,6 @@ def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins:
     n, rep = len(reported), _median(reported)
     total = float(sum(min(r, CAP_OVER_MEDIAN * rep) for r in reported))
     used = at[-1] - at[n_dry + 1] - n * own
-    # less the harness's own work between "@t k" and "@s k" (a checked call's state copied),
-    # where that lies before "@t kept", the last reading counted
-    used -= sum(max(0.0, cpu.get(f"@s {k}", 0.0) - cpu.get(f"@t {k}", 0.0))
-                for k in resumed if k < kept)
     total_bound = threads * max(TAMPER_FACTOR * total, total + n * TAMPER_MARGIN) + CPU_EPSILON
     return {"own_cpu": own, "harness_cpu": used, "harness_cpu_allowed": total_bound,
             "parent_late": used <= total_bound}
@@ -616,10 +582,6 @@ def _read_report(path: Path, check: bool = False) -> dict | None:
             report["violation"] = rest
         elif key == "probes":  # the timed calls given inputs drawn anew (build.fresh_inputs)
             report["probes"] = sorted({int(v) for v in rest.split()})
-        elif key == "late":  # the timed calls in the late-check slots, slot by slot
-            report["late"] = [int(v) for v in rest.split()]
-        elif key == "copied":  # the timed calls whose state the harness copied ("@s" after)
-            report["copied"] = sorted({int(v) for v in rest.split()})
     if "violation" not in report or (not check and not report.get("samples")):
         return None
     return report
@@ -651,12 +613,10 @@ def _outputs(task: Task, size: dict, order: list[str], workdir: Path, s: int) ->
 
 def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
                 order: list[str], workdir: Path, rng: np.random.Generator,
-                refs: dict, probe_snapshot: bool = False, late: list[int] = (),
-                calls: int = 0) -> tuple[tuple[str, str] | None, float]:
-    """Check the four answers the harness kept, the second probe call's where it kept one
-    (`probe_snapshot`: a fast wrong answer on inputs drawn anew must not pass as no reuse), and
-    the `late` timed calls' (indices, drawn from all `calls` of them once the loop was over: a
-    kernel right only on the calls it can tell are checked is caught on the others).
+                refs: dict, probe_snapshot: bool = False
+                ) -> tuple[tuple[str, str] | None, float]:
+    """Check the four answers the harness kept, and the second probe call's where it kept one
+    (`probe_snapshot`: a fast wrong answer on inputs drawn anew must not pass as no reuse).
     Returns ((message, details) or None, max err)."""
     checks = [(INPUT_SETS[0], inputs.sets[0], _outputs(task, size, order, workdir, 1)),
               (INPUT_SETS[1], inputs.sets[1], _outputs(task, size, order, workdir, 2))]
@@ -664,8 +624,6 @@ def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.Inp
     snaps = [("chosen", "a timed call"), ("last", "the last timed call")]
     if probe_snapshot:
         snaps.append(("probe", "a timed call on inputs drawn anew"))
-    snaps += [(f"late{j}", f"timed call {n + 1} of {calls} (one of {len(late)} drawn at random "
-               "from all of them)") for j, n in enumerate(late)]
     for snap, label in snaps:
         arrs = {n: _load(workdir, f"snap_{snap}_{i}.bin", task.arrays[n].numpy,
                          task.shape(n, size))
