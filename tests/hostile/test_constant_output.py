@@ -1,8 +1,9 @@
 """A task whose reference output does not depend on its inputs rewards a constant: a ModelNew
 that works the answer out once, when it is built, and hands it back on every call passes every
-trial and is called as fast as an empty function. Two of KernelBench's level-2 problems are
-shaped so (a max over a dimension kept at size 1 minus the mean over it: zeros; public reports
-call it a no-op exploit). The session refuses such a task as the task's fault (TaskError), and
+trial and is called as fast as an empty function. KernelBench's level2/80_Gemm_Max_Subtract_GELU
+is shaped so (a max over a dimension kept at size 1 minus the mean over it: zeros; its issue
+#116, and public fixes elsewhere call it a no-op exploit). The session refuses such a task as
+the task's fault (TaskError), and
 must not refuse a task whose output merely looks constant on one call (a scalar loss, an output
 constant but for one element)."""
 import textwrap
