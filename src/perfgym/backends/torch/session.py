@@ -186,6 +186,7 @@ class Session:
         """One call on fresh inputs; the candidate's outputs are streamed and compared."""
         args, tensors = self.inputs()
         ref = self.call_reference(slot, args, tensors)
+        self._watch_constant(slot, args, tensors, ref.outputs)
         self.judges = [judge_for(t.array(), t.dtype) for t in ref.outputs]
         reply = self._cand({"op": "call", "slot": slot, "args": args, "return_inputs": True},
                            tensors)
