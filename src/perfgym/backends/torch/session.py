@@ -97,8 +97,8 @@ class Session:
         else:
             self.seed = secret_seed
         self.judges: list[Judge] = []
-        # the reference's last trial (slot, args, inputs, outputs) and the outputs that were the
-        # same on every trial of one instance so far (_watch_constant)
+        # the reference's last trial (slot, args, inputs, outputs, their judges) and the outputs
+        # that were the same on every trial of one instance so far (_watch_constant)
         self._last_trial: tuple | None = None
         self.constant_outputs: set[int] | None = None
         self.program: tuple[dict, list[Tensor], str] | None = None  # traced, with its kernels
@@ -186,8 +186,8 @@ class Session:
         """One call on fresh inputs; the candidate's outputs are streamed and compared."""
         args, tensors = self.inputs()
         ref = self.call_reference(slot, args, tensors)
-        self._watch_constant(slot, args, tensors, ref.outputs)
         self.judges = [judge_for(t.array(), t.dtype) for t in ref.outputs]
+        self._watch_constant(slot, args, tensors, ref.outputs)
         reply = self._cand({"op": "call", "slot": slot, "args": args, "return_inputs": True},
                            tensors)
         metas = self._candidate_metas(reply, ref.outputs, len(tensors))
@@ -212,14 +212,13 @@ class Session:
         """Narrow `constant_outputs` to the outputs this trial's reference gave as the last
         trial's did, on other inputs to the same instance. (KernelBench's protocol draws every
         trial from one seed: inputs that do not differ show nothing.)"""
-        last, self._last_trial = self._last_trial, (slot, args, tensors, outputs)
+        last, self._last_trial = self._last_trial, (slot, args, tensors, outputs, self.judges)
         if last is None or last[0] != slot or (last[1] == args and all(
                 a.meta() == b.meta() and a.data == b.data for a, b in zip(last[2], tensors))):
             return
-        same = {i for i, (was, now) in enumerate(zip(last[3], outputs))
+        same = {i for i, (was, now, judge) in enumerate(zip(last[3], outputs, last[4]))
                 if was.meta() == now.meta() and mismatches(
-                    now.array().reshape(-1), was.array().reshape(-1),
-                    judge_for(was.array(), was.dtype))[0] == 0}
+                    now.array().reshape(-1), was.array().reshape(-1), judge)[0] == 0}
         self.constant_outputs = same if self.constant_outputs is None \
             else self.constant_outputs & same
 
