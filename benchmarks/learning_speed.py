@@ -6,7 +6,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
-        [--hand-back-at-loop]
+        [--hand-back-at-loop] [--grpo-weights TASK=K,...] [--sft-weights TASK=K,...]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -336,14 +336,15 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def parse_weights(text: str) -> dict[str, int]:
+def parse_weights(text: str, flag: str = "--grpo-weights") -> dict[str, int]:
     """--grpo-weights TASK=K,...: how many times a cycle of the training tasks GRPO meets
-    each (1 unless named)."""
+    each (1 unless named); --sft-weights: how many times SFT's data holds each record of the
+    task."""
     weights: dict[str, int] = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
         name, _, k = item.partition("=")
         if name not in TRAIN_TASKS or not k.isdigit() or int(k) < 1:
-            raise InputError(f"--grpo-weights takes TRAIN_TASK=K pairs, K at least 1, among "
+            raise InputError(f"{flag} takes TRAIN_TASK=K pairs, K at least 1, among "
                              f"{', '.join(TRAIN_TASKS)}; got {item!r}")
         weights[name] = int(k)
     return weights
@@ -544,14 +545,15 @@ def same_form(out: Path, form: str) -> None:
                          "and --keep")
 
 
-def same_weights(out: Path, weights: dict[str, int]) -> None:
-    """Record the run's --grpo-weights (grpo_weights.json); an InputError when it began with
-    others: a seed's GRPO would meet its tasks otherwise than another's."""
-    path = out / "grpo_weights.json"
+def same_weights(out: Path, weights: dict[str, int], flag: str = "--grpo-weights") -> None:
+    """Record the run's --grpo-weights (grpo_weights.json) or --sft-weights
+    (sft_weights.json); an InputError when it began with others: a seed's GRPO would meet its
+    tasks, or its SFT its data, otherwise than another's."""
+    path = out / f"{flag.removeprefix('--').replace('-', '_')}.json"
     began = json.loads(path.read_text()) if path.is_file() else weights
     if began != weights:
         named = ",".join(f"{t}={k}" for t, k in began.items()) or "''"
-        raise InputError(f"{out} began with --grpo-weights {named}: give that, or a new "
+        raise InputError(f"{out} began with {flag} {named}: give that, or a new "
                          "--out and --keep")
     write_json(path, weights)
 
@@ -1001,12 +1003,24 @@ def data_summary(records: list[dict], skipped: dict) -> dict:
             "skipped": skipped}
 
 
-def run_sft(out: Path, seed: int) -> None:
+def weighted_records(lines: list[str], weights: dict[str, int]) -> list[str]:
+    """The SFT data's records (JSON lines) with each record of a task --sft-weights names K
+    times in all, its copies in the place of the one."""
+    return [line for line in lines for _ in range(weights.get(json.loads(line)["task"], 1))]
+
+
+def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None) -> None:
+    """Seed s's SFT. --sft-weights repeats records (`weighted_records`) and leaves the count
+    of steps as the records make it: the lever changes what a step sees, not how many."""
     from perfgym.train.sft import SFTSettings, train
-    records = len((out / "sft_data.jsonl").read_text().splitlines())
-    train(SFTSettings(model_path=None, pairs=str(out / "sft_data.jsonl"),
+    pairs = out / "sft_data.jsonl"
+    lines = pairs.read_text().splitlines()
+    if weights:
+        pairs = out / f"sft_seed{seed}_data.jsonl"
+        pairs.write_text("".join(line + "\n" for line in weighted_records(lines, weights)))
+    train(SFTSettings(model_path=None, pairs=str(pairs),
                       output_dir=str(out / f"sft_seed{seed}"), seed=seed,
-                      max_steps=sft_steps(records), **SFT))
+                      max_steps=sft_steps(len(lines)), **SFT))
     (out / f"sft_seed{seed}" / "done").write_text("ok\n")
 
 
@@ -1475,6 +1489,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                      "train_tasks": list(TRAIN_TASKS), "sft": SFT, "grpo": GRPO,
                      "grpo_task_weights": (json.loads((out / "grpo_weights.json").read_text())
                                            if (out / "grpo_weights.json").is_file() else {}),
+                     "sft_task_weights": (json.loads((out / "sft_weights.json").read_text())
+                                          if (out / "sft_weights.json").is_file() else {}),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
@@ -1608,6 +1624,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grpo-weights", default="", metavar="TASK=K,...",
                     help="GRPO meets TASK K times a cycle of the training tasks (1 each "
                          "unless named): more of its groups for tasks the student forgets")
+    ap.add_argument("--sft-weights", default="", metavar="TASK=K,...",
+                    help="SFT's data holds each record of TASK K times (1 unless named), in "
+                         "as many steps: more of its sequences for tasks the student forgets")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1663,6 +1682,7 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     if args.steps < 1:
         raise InputError(f"--steps is at least 1, got {args.steps}")
     parse_weights(args.grpo_weights)
+    parse_weights(args.sft_weights, "--sft-weights")
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
@@ -1739,7 +1759,7 @@ def this_machine() -> dict:
 # data, each evaluation's records and the stage records. Adapters and merged models are not
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
-        "machines.json", "confirm.json", "grpo_weights.json")
+        "machines.json", "confirm.json", "grpo_weights.json", "sft_weights.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1796,6 +1816,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
     base = [sys.executable, __file__, "--out", str(out), "--seeds", args.seeds,
             "--steps", str(args.steps),
             *(["--grpo-weights", args.grpo_weights] if args.grpo_weights else []),
+            *(["--sft-weights", args.sft_weights] if args.sft_weights else []),
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
@@ -1879,7 +1900,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.pilot:
         return run_pilot(out, seeds, args.steps, templates, args.answer_form)
     if args.sft is not None:
-        return run_sft(out, args.sft)
+        return run_sft(out, args.sft, parse_weights(args.sft_weights, "--sft-weights"))
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps, templates,
                         json.loads((out / "pilot.json").read_text()).get("answer_form", "code"),
@@ -1898,6 +1919,7 @@ def main(argv: list[str] | None = None) -> None:
             same_prompts(out, templates)
             same_form(out, args.answer_form)
             same_weights(out, parse_weights(args.grpo_weights))
+            same_weights(out, parse_weights(args.sft_weights, "--sft-weights"), "--sft-weights")
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

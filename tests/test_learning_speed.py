@@ -126,6 +126,21 @@ def test_grpo_weights_bring_a_task_again_in_the_cycle_and_bind_the_run(tmp_path)
     assert "grpo_weights.json" in ls.KEPT
 
 
+def test_sft_weights_repeat_a_tasks_records_in_place_and_bind_the_run(tmp_path):
+    lines = [json.dumps({"task": t, "completion": c})
+             for t, c in (("dgemm", "a"), ("dot", "b"), ("prefix_sum", "c"), ("dot", "d"))]
+    weighted = ls.weighted_records(lines, ls.parse_weights("dot=3", "--sft-weights"))
+    assert [json.loads(x)["completion"] for x in weighted] == list("abbbcddd")
+    assert ls.weighted_records(lines, {}) == lines
+    # the steps are the records' own: weights change what a step sees, not how many
+    ls.same_weights(tmp_path, {"dot": 3}, "--sft-weights")
+    assert json.loads((tmp_path / "sft_weights.json").read_text()) == {"dot": 3}
+    assert not (tmp_path / "grpo_weights.json").exists()
+    with pytest.raises(ls.InputError, match="began with --sft-weights dot=3"):
+        ls.same_weights(tmp_path, {"dot": 2}, "--sft-weights")
+    assert "sft_weights.json" in ls.KEPT
+
+
 # --- records ----------------------------------------------------------------------------------
 
 def test_per_sample_records_fold_every_train_size_and_keep_the_kernel():
@@ -651,6 +666,8 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--grpo-weights", "dot=0"], "--grpo-weights takes TRAIN_TASK=K pairs"),
     (["--grpo-weights", "histogram=3"], "got 'histogram=3'"),  # held out: never trained on
     (["--grpo-weights", "dot"], "--grpo-weights takes TRAIN_TASK=K pairs"),
+    (["--sft-weights", "dot=x"], "--sft-weights takes TRAIN_TASK=K pairs"),
+    (["--sft-weights", "stencil3d=2"], "got 'stencil3d=2'"),  # held out: never trained on
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),
     (["--pairs", "TMP/good.jsonl", "--runs", "TMP"], "holds no search run"),
@@ -748,6 +765,29 @@ def test_the_grpo_child_gets_the_weights_and_trains_on_their_cycle(tmp_path, mon
     ls.run_grpo(tmp_path, 1, 2, weights=ls.parse_weights("dot=3"))
     assert trained["task"].split(",") == [*ls.TRAIN_TASKS, "dot", "dot"]
     assert trained["fixed_prompts"] == len(ls.TRAIN_TASKS) + 2
+
+
+def test_the_sft_child_gets_the_weights_and_trains_on_the_repeated_records(tmp_path,
+                                                                           monkeypatch):
+    argvs = []
+    monkeypatch.setattr(ls, "run_child", lambda argv: argvs.append(argv) or 1.0)
+    monkeypatch.setattr(ls, "make_data", lambda out, pairs, runs, **settings: None)
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1", "--sft-weights", "dot=2"])
+    ls.stages(args, tmp_path, [1], {}, {})
+    sft_argv = next(a for a in argvs if "--sft" in a)
+    assert sft_argv[sft_argv.index("--sft-weights") + 1] == "dot=2"
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install "
+                                      "'perfgym[train]'")
+    import perfgym.train.sft as sft
+    trained = {}
+    monkeypatch.setattr(sft, "train", lambda settings: trained.update(
+        tasks=[json.loads(x)["task"] for x in Path(settings.pairs).read_text().splitlines()],
+        steps=settings.max_steps))
+    (tmp_path / "sft_data.jsonl").write_text("".join(
+        json.dumps({"task": t}) + "\n" for t in ("dgemm", "dot", "sgemm")))
+    (tmp_path / "sft_seed1").mkdir()
+    ls.run_sft(tmp_path, 1, ls.parse_weights("dot=2", "--sft-weights"))
+    assert trained == {"tasks": ["dgemm", "dot", "dot", "sgemm"], "steps": ls.sft_steps(3)}
 
 
 def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
