@@ -14,8 +14,10 @@ goes first:
 Prints, per task and kernel, the wall seconds of the evaluations each way and the median call
 time each way (the ratios probes / none are the price, wall, and the change in the figure,
 median call), and the largest probe ratio of its evaluations: the smaller of its two probes'
-times over the calls around them (measure.probe_times), which flags reuse above
-measure.REUSE_FACTOR. An honest kernel's is the margin that factor leaves.
+times over the calls around them (measure.probe_times), on the times the check judges (each
+call's charged time, the larger of the harness's and the parent's, in an undisturbed run),
+which flags reuse above measure.REUSE_FACTOR. An honest kernel's is the margin that factor
+leaves.
 """
 from __future__ import annotations
 

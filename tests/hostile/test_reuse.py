@@ -97,3 +97,27 @@ def test_a_stale_answer_on_either_probe_is_caught(fast):
         caught[seed] = outcome.message
     assert caught[1].startswith("wrong answer on a timed call: "), caught[1]
     assert caught[2].startswith("wrong answer on a timed call on inputs drawn anew: "), caught[2]
+
+
+def test_a_reuse_verdict_is_run_again_on_other_probes_and_kept_when_it_holds(monkeypatch):
+    """Stragglers beside a busy machine can land on both probes of a run: a reuse verdict is
+    measured once more, from another seed (other inputs, other probes), and stands only when
+    that run says so too. A kernel that reuses work is slow on every pair of probes."""
+    from types import SimpleNamespace
+
+    import importlib
+
+    from perfgym import Outcome
+    cmeasure = importlib.import_module("perfgym.backends.c.measure")  # (the package's
+    # `measure` is the function of that name)
+    flagged = Outcome(status=Status.WRONG_ANSWER, task="dgemm", sizes={}, message="reuse: slow")
+    ok = Outcome(status=Status.OK, task="dgemm", sizes={}, message="fine")
+    for verdicts, expected in (([flagged, ok], ok), ([flagged, flagged], flagged),
+                               ([ok], ok)):
+        runs = []
+        monkeypatch.setattr(cmeasure, "_measure_once", lambda p, outcome, again=0: (
+            runs.append(again), verdicts[again])[1])
+        p = SimpleNamespace(processes=1, workdir=Path("/nonexistent"))
+        got = cmeasure.measure(p, None)
+        assert got is expected and runs == list(range(len(verdicts)))
+    assert cmeasure.REUSE_RUNS == 2

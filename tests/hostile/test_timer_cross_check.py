@@ -101,6 +101,68 @@ def test_missing_or_shuffled_markers_are_tampering():
         assert problem and "missing or out of order" in problem
 
 
+def with_probe_work(ms, probes, work):
+    """`ms` with the harness's own `work` seconds on each probe p between "@t p" and "@s p"
+    (its inputs drawn anew) and between "@t p+1" and "@s p+1" (its answer checked, copied)."""
+    out, late = [], 0.0
+    for t, line in ms:
+        out.append((t + late, line))
+        f = line.split()
+        if f[0] == "@t" and any(int(f[1]) in (p, p + 1) for p in probes) and \
+                int(f[1]) < sum(x.startswith("@t") for _, x in ms) - 1:
+            late += work
+            out.append((t + late, f"@s {f[1]}"))
+    return out
+
+
+def test_a_probes_own_work_is_left_out_of_the_parents_times():
+    """The harness's work around a probe (its inputs drawn anew, its answer checked and copied)
+    is between "@t k" and "@s k": an honest kernel's probes cost the parent what the calls
+    around them do, so the reuse check can judge them on the parent's clock."""
+    calls = [0.002] * 8
+    ms = with_probe_work(markers(calls), [2, 5], work=0.010)
+    problem, seen = cross_check(calls, ms, probes=[2, 5])
+    assert problem is None
+    assert seen["parent_samples"] == pytest.approx(calls)
+    # counted from "@t k" instead, the probes and the calls after them took 6x the others
+    plain = [(t, line) for t, line in ms if not line.startswith("@s")]
+    _, seen = cross_check(calls, plain)
+    assert [round(x / 0.002) for x in seen["parent_samples"]] == [1, 1, 6, 6, 1, 6, 6, 1]
+
+
+def test_a_probe_at_the_last_call_has_no_mark_after_it():
+    calls = [0.002] * 6
+    problem, seen = cross_check(calls, with_probe_work(markers(calls), [1, 5], 0.01),
+                                probes=[1, 5])
+    assert problem is None and seen["parent_samples"] == pytest.approx(calls)
+
+
+@pytest.mark.parametrize("forge", ["other call", "twice", "not after its @t", "missing",
+                                   "no probes reported"])
+def test_a_forged_or_missing_resume_mark_is_out_of_order(forge):
+    """A kernel that writes "@s k" itself, late in its own call, would start the parent's
+    interval for that call late: only the probes' marks may come, each once, right after its
+    "@t"."""
+    calls = [0.002] * 8
+    ms = with_probe_work(markers(calls), [2, 5], work=0.010)
+    at = next(i for i, (_, line) in enumerate(ms) if line == "@t 4")
+    probes = [2, 5]
+    if forge == "other call":  # written at the end of call 3 (it ends at "@t 4")
+        ms.insert(at, (ms[at][0] - 1e-5, "@s 3"))
+    elif forge == "twice":
+        i = next(i for i, (_, line) in enumerate(ms) if line == "@s 2")
+        ms.insert(i + 1, (ms[i][0] + 1e-3, "@s 2"))
+    elif forge == "not after its @t":
+        i = next(i for i, (_, line) in enumerate(ms) if line == "@s 5")
+        ms[i], ms[i - 1] = (ms[i - 1][0], "@s 5"), ms[i]
+    elif forge == "missing":
+        ms = [m for m in ms if m[1] != "@s 6"]
+    else:
+        probes = []
+    problem, _ = cross_check(calls, ms, probes=probes)
+    assert problem and "missing or out of order" in problem
+
+
 def test_reported_calls_cannot_outrun_the_parents_clock():
     problem, _ = cross_check([0.010, 0.200, 0.010], markers([0.010] * 3))
     assert problem == ("the harness reported 210 ms for the first 2 timed calls but the parent "
@@ -374,7 +436,7 @@ def frozen_run(task, code, size, config, workdir, freeze):
     assert result.ok, result.stderr
     report = _read_report(workdir / "result.txt")
     return cross_check(report["samples"], result.markers, result.marker_cpu,
-                       floors=result.marker_floor)
+                       floors=result.marker_floor, probes=report.get("probes", []))
 
 
 def test_a_harness_frozen_between_calls_is_late_not_tampering(fast, workdir):
