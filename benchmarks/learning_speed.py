@@ -7,6 +7,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
         [--hand-back-at-loop] [--grpo-weights TASK=K,...] [--sft-weights TASK=K,...]
+        [--grpo-guide TASK,...]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -350,6 +351,29 @@ def parse_weights(text: str, flag: str = "--grpo-weights") -> dict[str, int]:
     return weights
 
 
+def parse_guide(text: str) -> list[str]:
+    """--grpo-guide TASK,...: the training tasks whose GRPO groups get a right answer."""
+    tasks = [t.strip() for t in text.split(",") if t.strip()]
+    if bad := [t for t in tasks if t not in TRAIN_TASKS]:
+        raise InputError(f"--grpo-guide takes training tasks among {', '.join(TRAIN_TASKS)}; "
+                         f"got {bad[0]!r}")
+    return tasks
+
+
+def guide_answers(sft_data: Path, tasks: list[str]) -> dict[str, str]:
+    """Each task's guide for GRPO (GRPOSettings.guides): its fastest answer in the SFT data,
+    every one of which was judged right at the train sizes (dot's reduction edit; prefix_sum's
+    copy of the naive kernel, the only right answer the data holds for a scan)."""
+    best: dict[str, tuple[float, str]] = {}
+    for line in sft_data.read_text().splitlines():
+        r = json.loads(line)
+        if r["task"] in tasks and r.get("speedup", 0.0) > best.get(r["task"], (-1.0, ""))[0]:
+            best[r["task"]] = (r.get("speedup", 0.0), record_answer(r))
+    if missing := [t for t in tasks if t not in best]:
+        raise InputError(f"--grpo-guide: the SFT data holds no answer to {', '.join(missing)}")
+    return {t: answer for t, (_, answer) in best.items()}
+
+
 def grpo_cycle(weights: dict[str, int]) -> list[str]:
     """The training tasks in the order GRPO's groups cycle through them: every task once, then
     again those weighted more, spread over the cycle (dot=3: the tasks, dot, dot)."""
@@ -545,14 +569,17 @@ def same_form(out: Path, form: str) -> None:
                          "and --keep")
 
 
-def same_weights(out: Path, weights: dict[str, int], flag: str = "--grpo-weights") -> None:
-    """Record the run's --grpo-weights (grpo_weights.json) or --sft-weights
-    (sft_weights.json); an InputError when it began with others: a seed's GRPO would meet its
-    tasks, or its SFT its data, otherwise than another's."""
+def same_weights(out: Path, weights: dict[str, int] | list[str],
+                 flag: str = "--grpo-weights") -> None:
+    """Record the run's --grpo-weights (grpo_weights.json), --sft-weights (sft_weights.json)
+    or --grpo-guide (grpo_guide.json, a list of tasks); an InputError when it began with
+    others: a seed's GRPO would meet its tasks, or its SFT its data, otherwise than
+    another's."""
     path = out / f"{flag.removeprefix('--').replace('-', '_')}.json"
     began = json.loads(path.read_text()) if path.is_file() else weights
     if began != weights:
-        named = ",".join(f"{t}={k}" for t, k in began.items()) or "''"
+        named = (",".join(f"{t}={k}" for t, k in began.items()) if isinstance(began, dict)
+                 else ",".join(began)) or "''"
         raise InputError(f"{out} began with {flag} {named}: give that, or a new "
                          "--out and --keep")
     write_json(path, weights)
@@ -1025,10 +1052,12 @@ def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None) -> None
 
 
 def run_grpo(out: Path, seed: int, steps: int, templates: Path | None = None,
-             form: str = "code", weights: dict[str, int] | None = None) -> None:
+             form: str = "code", weights: dict[str, int] | None = None,
+             guide: list[str] = ()) -> None:
     from perfgym.train import grpo, recipes
     cycle = grpo_cycle(weights or {})
     values = dict(GRPO, task=",".join(cycle), fixed_prompts=len(cycle), steps=steps,
+                  guides=guide_answers(out / "sft_data.jsonl", list(guide)) if guide else {},
                   model_path=str(out / f"sft_seed{seed}" / "merged"),
                   seed=seed, output_dir=str(out / f"seed{seed}"),
                   templates=str(templates) if templates else None,
@@ -1491,6 +1520,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                                            if (out / "grpo_weights.json").is_file() else {}),
                      "sft_task_weights": (json.loads((out / "sft_weights.json").read_text())
                                           if (out / "sft_weights.json").is_file() else {}),
+                     "grpo_guide": (json.loads((out / "grpo_guide.json").read_text())
+                                    if (out / "grpo_guide.json").is_file() else []),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
@@ -1624,6 +1655,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grpo-weights", default="", metavar="TASK=K,...",
                     help="GRPO meets TASK K times a cycle of the training tasks (1 each "
                          "unless named): more of its groups for tasks the student forgets")
+    ap.add_argument("--grpo-guide", default="", metavar="TASK,...",
+                    help="GRPO puts the SFT data's fastest answer to TASK in place of one "
+                         "sample of each of its groups: a group of the same wrong answer "
+                         "then differs")
     ap.add_argument("--sft-weights", default="", metavar="TASK=K,...",
                     help="SFT's data holds each record of TASK K times (1 unless named), in "
                          "as many steps: more of its sequences for tasks the student forgets")
@@ -1683,6 +1718,7 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         raise InputError(f"--steps is at least 1, got {args.steps}")
     parse_weights(args.grpo_weights)
     parse_weights(args.sft_weights, "--sft-weights")
+    parse_guide(args.grpo_guide)
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
@@ -1694,6 +1730,9 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         raise InputError("--mix-copies is 0 or more")
     if args.mix_naive < 0:
         raise InputError("--mix-naive is 0 or more")
+    if args.grpo_guide and args.answer_form != "edits":
+        raise InputError("--grpo-guide puts edit answers in GRPO's groups: give --answer-form "
+                         "edits")
     if args.hand_back_at_loop and args.answer_form != "edits":
         raise InputError("--hand-back-at-loop writes edit answers: give --answer-form edits")
     check_templates(args.prompts)
@@ -1759,7 +1798,8 @@ def this_machine() -> dict:
 # data, each evaluation's records and the stage records. Adapters and merged models are not
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
-        "machines.json", "confirm.json", "grpo_weights.json", "sft_weights.json")
+        "machines.json", "confirm.json", "grpo_weights.json", "sft_weights.json",
+        "grpo_guide.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1817,6 +1857,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
             "--steps", str(args.steps),
             *(["--grpo-weights", args.grpo_weights] if args.grpo_weights else []),
             *(["--sft-weights", args.sft_weights] if args.sft_weights else []),
+            *(["--grpo-guide", args.grpo_guide] if args.grpo_guide else []),
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
@@ -1904,7 +1945,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps, templates,
                         json.loads((out / "pilot.json").read_text()).get("answer_form", "code"),
-                        parse_weights(args.grpo_weights))
+                        parse_weights(args.grpo_weights), parse_guide(args.grpo_guide))
     if args.baselines:
         return run_baselines(out, json.loads((out / "pilot.json").read_text()))
     if args.confirm:
@@ -1920,6 +1961,7 @@ def main(argv: list[str] | None = None) -> None:
             same_form(out, args.answer_form)
             same_weights(out, parse_weights(args.grpo_weights))
             same_weights(out, parse_weights(args.sft_weights, "--sft-weights"), "--sft-weights")
+            same_weights(out, parse_guide(args.grpo_guide), "--grpo-guide")
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

@@ -126,6 +126,35 @@ def test_grpo_weights_bring_a_task_again_in_the_cycle_and_bind_the_run(tmp_path)
     assert "grpo_weights.json" in ls.KEPT
 
 
+def test_the_grpo_guide_is_each_tasks_fastest_sft_answer_and_reaches_grpo(tmp_path,
+                                                                          monkeypatch):
+    rows = [("dot", 1.0, "copy"), ("dot", 1.58, "reduction"), ("dot", 1.54, "simd"),
+            ("prefix_sum", 1.0, "scan copy"), ("dgemm", 9.0, "tiles")]
+    (tmp_path / "sft_data.jsonl").write_text("".join(json.dumps(
+        {"task": t, "speedup": x, "answer_form": "edits",
+         "completion": [{"role": "assistant", "content": c}]}) + "\n" for t, x, c in rows))
+    assert ls.guide_answers(tmp_path / "sft_data.jsonl", ls.parse_guide("dot,prefix_sum")) == {
+        "dot": "reduction", "prefix_sum": "scan copy"}
+    with pytest.raises(ls.InputError, match="holds no answer to sgemm"):
+        ls.guide_answers(tmp_path / "sft_data.jsonl", ["sgemm"])
+    ls.same_weights(tmp_path, ["dot"], "--grpo-guide")
+    with pytest.raises(ls.InputError, match="began with --grpo-guide dot"):
+        ls.same_weights(tmp_path, [], "--grpo-guide")
+    assert "grpo_guide.json" in ls.KEPT
+    pytest.importorskip("trl", reason="the train extra is not installed: pip install "
+                                      "'perfgym[train]'")
+    import perfgym.train.grpo as grpo
+    import perfgym.train.recipes as recipes
+    trained = {}
+    monkeypatch.setattr(grpo, "train", lambda settings, resume: trained.update(
+        guides=settings.guides))
+    monkeypatch.setattr(recipes, "_settings", lambda cls, values, kind: types.SimpleNamespace(
+        **values))
+    (tmp_path / "seed1").mkdir()
+    ls.run_grpo(tmp_path, 1, 2, form="edits", guide=["dot"])
+    assert trained["guides"] == {"dot": "reduction"}
+
+
 def test_sft_weights_repeat_a_tasks_records_in_place_and_bind_the_run(tmp_path):
     lines = [json.dumps({"task": t, "completion": c})
              for t, c in (("dgemm", "a"), ("dot", "b"), ("prefix_sum", "c"), ("dot", "d"))]
@@ -667,6 +696,8 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--grpo-weights", "histogram=3"], "got 'histogram=3'"),  # held out: never trained on
     (["--grpo-weights", "dot"], "--grpo-weights takes TRAIN_TASK=K pairs"),
     (["--sft-weights", "dot=x"], "--sft-weights takes TRAIN_TASK=K pairs"),
+    (["--grpo-guide", "jacobi2d"], "--grpo-guide takes training tasks"),
+    (["--grpo-guide", "dot"], "give --answer-form edits"),
     (["--sft-weights", "stencil3d=2"], "got 'stencil3d=2'"),  # held out: never trained on
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
     (["--pairs", "TMP/bad.jsonl"], "bad.jsonl:1: not a pair record"),

@@ -91,3 +91,32 @@ def test_the_engine_refuses_modes_it_does_not_serve():
         grpo.GRPOSettings(model_path=None, mode="sqd", engine="openvino")
     with pytest.raises(ValueError, match="engine"):
         grpo.GRPOSettings(model_path=None, engine="vulkan")
+
+
+def test_a_guided_group_trains_on_the_guide_in_place_of_its_last_sample(tmp_path):
+    """Off-policy guidance (GRPOSettings.guides): the last sample of each of the task's groups
+    is the guide, judged by the gym like the others, so a group of one wrong answer differs."""
+    from perfgym.train import grpo
+    loop = "    for (int i = 0; i < N; i++)"
+    guide = (f"<<<<<<< SEARCH\n{loop}\n=======\n    #pragma omp parallel for reduction(+:sum)\n"
+             f"{loop}\n>>>>>>> REPLACE")
+    settings = grpo.GRPOSettings(model_path=None, task="dot", output_dir=str(tmp_path / "run"),
+                                 steps=1, G=2, groups_per_step=1, max_completion_length=12,
+                                 lora=True, save_steps=10**6, engine="openvino",
+                                 prompt_op="improve", answer_form="edits",
+                                 guides={"dot": guide})
+    run = grpo.train(settings)
+    assert run.rollout.guided == 1
+    written = [c for c in run.store.candidates() if c.policy == "grpo"]
+    assert len(written) == 2
+    guided = [c for c in written if "reduction(+:sum)" in c.completion]
+    assert len(guided) == 1 and guided[0].status == "OK", [c.status for c in written]
+
+
+def test_guides_need_the_engine_and_a_task_the_run_trains_on():
+    from perfgym.train import grpo
+    with pytest.raises(ValueError, match="guides replace a sample"):
+        grpo.GRPOSettings(model_path=None, task="dot", guides={"dot": "x"})  # transformers
+    with pytest.raises(ValueError, match="does not train on: sgemm"):
+        grpo.GRPOSettings(model_path=None, task="dot", engine="openvino",
+                          guides={"sgemm": "x"})

@@ -43,7 +43,8 @@ class EngineRollout:
 
     def __init__(self, template_gguf: str, G: int, max_new_tokens: int, temperature: float,
                  top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, seed: int = 0,
-                 extra_fields=None, stop: tuple[str, ...] = (), make_engine=None) -> None:
+                 extra_fields=None, stop: tuple[str, ...] = (), make_engine=None,
+                 guides: dict[str, list[int]] | None = None) -> None:
         self.template = template_gguf
         # the engine the samples come from: by default the fast CPU engine; or an
         # OpenAI-compatible server (perfgym.train.server_engine)
@@ -56,6 +57,10 @@ class EngineRollout:
         self.engine: OpenVINOEngine | None = None
         self.synced_step: int | None = None
         self.extra_fields = extra_fields  # (prompt texts) -> dict of per-completion fields
+        # prompt text -> a right answer's token ids, put in place of its groups' last sample
+        # (GRPOSettings.guides); `guided` counts the groups it went into
+        self.guides = guides or {}
+        self.guided = 0
         self.seconds = {"sync": 0.0, "generate": 0.0}  # totals, for the step split
         self.calls = 0
 
@@ -87,15 +92,28 @@ class EngineRollout:
             stop=self.stop)
         self.seconds["generate"] += time.monotonic() - started
         prompt_ids, completion_ids, logprobs = [], [], []
-        for group_ids, group in zip(ids, groups):
-            for sample in group:
+        for text, group_ids, group in zip(texts, ids, groups):
+            samples = [(sample.ids, sample.logprobs) for sample in group]
+            if text in self.guides:
+                # (TRL takes these log-probabilities for its vLLM correction only: off it,
+                # the ratio is the trainer's own, so an answer the engine did not sample fits)
+                samples[-1] = (self.guides[text], [0.0] * len(self.guides[text]))
+                self.guided += 1
+            for sample_ids, sample_logprobs in samples:
                 prompt_ids.append(group_ids)
-                completion_ids.append(sample.ids)
-                logprobs.append(sample.logprobs)
+                completion_ids.append(sample_ids)
+                logprobs.append(sample_logprobs)
         out = {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs}
         if self.extra_fields:
             out.update(self.extra_fields(texts))
         return out
+
+
+def guide_ids(tokenizer: Any, answer: str) -> list[int]:
+    """A guide answer's token ids as a sample of the engine ends: the answer, then the end of
+    the turn (the tokenizer's eos, where a sample that ends on its own stops)."""
+    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    return ids + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
 
 
 def _chat(tokenizer: Any, messages: list) -> str:

@@ -127,6 +127,12 @@ class GRPOSettings:
     # evaluate on a Ray cluster's benchmark nodes ("auto" or an address); None: this machine
     ray_address: str | None = None
     sizes: str | None = None  # judge on the task's "train" (or "default") size set, folded
+    # off-policy guidance: task name -> a known right answer (in the answer form), put in
+    # place of the last sample of each of that task's groups (EngineRollout). A group whose
+    # samples are all the same wrong answer has one reward and teaches nothing; beside a right
+    # one its wrong ones go down and the right one up (guided GRPO: "Learning to Reason under
+    # Off-Policy Guidance"). The guide is judged by the gym like every sample.
+    guides: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sizes not in (None, "default", "train"):
@@ -175,6 +181,13 @@ class GRPOSettings:
                                  f"{', '.join(RETURNS)}")
             if not 0.0 <= self.gamma <= 1.0:
                 raise ValueError(f"gamma {self.gamma} is not within [0, 1]")
+        if self.guides and (self.mode != "fixed" or self.engine not in ("openvino", "server")
+                            or self.turns > 1 or self.answer_start):
+            raise ValueError("guides replace a sample of a group on the engine: fixed mode, "
+                             "the openvino or the server engine, one turn, answers not opened")
+        if unknown := set(self.guides) - {t.strip() for t in self.task.split(",")}:
+            raise ValueError(f"guides for tasks this run does not train on: "
+                             f"{', '.join(sorted(unknown))}")
         if self.mode == "sqd" and self.vllm:
             raise ValueError("sqd mode generates in its rollout function with the trained "
                              "model; vLLM generation applies to fixed mode")
@@ -552,11 +565,14 @@ def _engine_rollout(settings: GRPOSettings, model: Any, tokenizer: Any, reward: 
             settings.seed, stop, settings.turns, settings.turn_return, settings.gamma,
             settings.reward, reward.prompts, users, eval_config, store, machine,
             size_set, settings.stage, executor, make_engine)
-    from .engine_rollout import EngineRollout
+    from .engine_rollout import EngineRollout, guide_ids
     return EngineRollout(template, settings.G, settings.max_completion_length,
                          settings.temperature, settings.top_k, settings.top_p,
                          settings.min_p, seed=settings.seed, stop=stop,
-                         make_engine=make_engine)
+                         make_engine=make_engine,
+                         guides={text: guide_ids(tokenizer, settings.guides[t.name])
+                                 for text, (t, _) in reward.prompts.items()
+                                 if t.name in settings.guides})
 
 
 def _sqd_rollout(settings: GRPOSettings, task: Task, store: RunStore, machine: dict[str, Any],
