@@ -40,3 +40,17 @@ def test_replacing_a_row_renews_its_time(tmp_path):
     assert cache.get("k", max_age=60) is None
     cache.put("k", _outcome())
     assert cache.get("k", max_age=60) is not None
+
+
+def test_the_cache_follows_the_cache_directory_set_after_a_first_use(tmp_path, monkeypatch):
+    """An experiment (or a test) that sets $PERFGYM_CACHE_DIR after something was evaluated
+    gets a cache of its own: CI saw a test judged against the session's shared cache."""
+    from perfgym.evaluate import outcome_cache
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "first"))
+    outcome_cache().put("k", _outcome())
+    assert outcome_cache().get("k") is not None
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "second"))
+    assert outcome_cache().path == tmp_path / "second" / "outcomes.sqlite"
+    assert outcome_cache().get("k") is None
+    monkeypatch.setenv("PERFGYM_CACHE_DIR", str(tmp_path / "first"))
+    assert outcome_cache().get("k") is not None

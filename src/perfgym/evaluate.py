@@ -22,6 +22,7 @@ from .backends import Prepared, backend_for, backend_for_answer
 from .cache import OutcomeCache, cache_key
 from .config import EvalConfig
 from .outcome import CHECK_ONLY, Outcome, Status
+from .paths import cache_dir
 from .tasks import Task
 
 __all__ = ["Prepared", "baseline", "baseline_key", "evaluate", "finish", "measure", "ok_message",
@@ -31,9 +32,12 @@ _cache: OutcomeCache | None = None
 
 
 def outcome_cache() -> OutcomeCache:
+    """The outcome cache under cache_dir(), opened again when $PERFGYM_CACHE_DIR moves (an
+    experiment that sets it after a first evaluation gets a cache of its own, not the first)."""
     global _cache
-    if _cache is None:
-        _cache = OutcomeCache()
+    path = cache_dir() / OutcomeCache.FILE
+    if _cache is None or _cache.path != path:
+        _cache = OutcomeCache(path)
     return _cache
 
 

@@ -189,6 +189,15 @@ def _measure_once(p: Prepared, outcome, again: int = 0) -> Outcome:
         return outcome(Status.WRONG_ANSWER, f"reuse: {reused}", parent_check=seen)
     seen["charged"] = sum(p > r for r, p in pairs)  # calls that cost the parent's figure
     seen["load"] = load  # the conditions the timing was taken in (cached with it)
+    return _timed_outcome(p, outcome, samples, report, result.wall, seen, max_error)
+
+
+def _timed_outcome(p: Prepared, outcome, samples: list[float], report: dict, wall: float,
+                   seen: dict, max_error) -> Outcome:
+    """The verdict of a run that verified and passed the cross-checks: its timing from the
+    charged `samples`, its rates and roofline, unless the harness's figures are implausible."""
+    task, size, config = p.task, p.size, p.config
+    load = seen["load"]
     timing = Timing.from_samples(samples, report["warmups"], config.median_precision)
     flops, nbytes = task.flop_count(size), task.byte_count(size)
     gflops = flops / timing.median / 1e9 if timing.median > 0 else math.inf
@@ -196,7 +205,7 @@ def _measure_once(p: Prepared, outcome, again: int = 0) -> Outcome:
     peak = _peak_for(task, p.machine)
     # the harness's own figures against the run's wall time: the charged ones take the larger of
     # two clocks call by call, and a parent that read in bunches saw some calls long, others 0
-    if why := implausible(report["samples"], result.wall, gflops if flops else None,
+    if why := implausible(report["samples"], wall, gflops if flops else None,
                           _rate_bound(task, p.machine)):
         return outcome(Status.WRONG_ANSWER, f"timing implausible: {why}")
     # the bandwidth roof for this working set: a cache-resident one streams faster than DRAM
