@@ -61,10 +61,8 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS outcomes (key TEXT PRIMARY KEY, "
 
 
 class OutcomeCache:
-    FILE = "outcomes.sqlite"
-
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path or cache_dir() / self.FILE
+        self.path = path or cache_dir() / "outcomes.sqlite"
         self._local = threading.local()
         self._conn()  # creates the table
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import time
 from pathlib import Path
@@ -22,7 +23,6 @@ from .backends import Prepared, backend_for, backend_for_answer
 from .cache import OutcomeCache, cache_key
 from .config import EvalConfig
 from .outcome import CHECK_ONLY, Outcome, Status
-from .paths import cache_dir
 from .tasks import Task
 
 __all__ = ["Prepared", "baseline", "baseline_key", "evaluate", "finish", "measure", "ok_message",
@@ -31,13 +31,20 @@ __all__ = ["Prepared", "baseline", "baseline_key", "evaluate", "finish", "measur
 _cache: OutcomeCache | None = None
 
 
+# (the cache outcome_cache() last saw, and $PERFGYM_CACHE_DIR then)
+_opened: tuple[OutcomeCache | None, str | None] = (None, None)
+
+
 def outcome_cache() -> OutcomeCache:
-    """The outcome cache under cache_dir(), opened again when $PERFGYM_CACHE_DIR moves (an
-    experiment that sets it after a first evaluation gets a cache of its own, not the first)."""
-    global _cache
-    path = cache_dir() / OutcomeCache.FILE
-    if _cache is None or _cache.path != path:
-        _cache = OutcomeCache(path)
+    """The outcome cache under cache_dir(), opened again when $PERFGYM_CACHE_DIR changes (an
+    experiment that sets it after a first evaluation gets a cache of its own, not the first).
+    One set in `_cache` from outside (a test's) is kept until the variable changes."""
+    global _cache, _opened
+    env = os.environ.get("PERFGYM_CACHE_DIR")
+    if _cache is None or (_cache is _opened[0] and env != _opened[1]):
+        _cache = OutcomeCache()
+    if _cache is not _opened[0]:
+        _opened = (_cache, env)
     return _cache
 
 

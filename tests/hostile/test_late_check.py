@@ -1,28 +1,30 @@
-"""A kernel right only on the timed calls it can tell are checked: a known hole.
+"""Kernels right only on the timed calls they can tell are checked.
 
 The harness checks the first call, the second input set, the secretly chosen timed call and
 the probes (all among the first `min_samples` timed calls) and the last timed call, whose
 number follows from the caps when the kernel controls its own times. A kernel that works on
-those and hands back a stale answer, paced to look plausible, on the calls between moves the
-median unseen: `late_check/stale_between.c` is OK at 3.0x naive on dgemv (3 seeds, 2-core
-AMD EPYC Zen 4). Its gain is bounded by the machine's plausible GFLOP/s and memory roofs.
+those and hands back a stale answer, paced to look plausible, on the calls between moved the
+median unseen: `late_check/stale_between.c` was OK at 3.0x naive on dgemv (3 seeds, 2-core
+AMD EPYC Zen 4).
 
-A fix was built and measured (commit f06beff, reverted): two more timed calls drawn from all
-of them after the loop (reservoir sampling), their whole state copied between a call's marker
-and a new "@s" marker. It caught the kernel on every seed, but doubled the evaluation's wall
-time on dgemv (2.03x naive, 1.81x expert) and made transpose's naive kernel at 4096x4096 a
-TIMEOUT: the copies and snapshot files of every array, inputs included. What would cost less:
-copy only the outputs (the attack pays where the output is small against the work) and log
-each later call's one-element input changes, so the parent rebuilds the inputs from the last
-probe's snapshot. Until then this test fails, as a strict xfail: it must pass once fixed."""
+So the harness keeps late calls' answers (harness.c's late_keep): a uniform sample of 4 of
+the calls past the chosen one and the probes (reservoir sampling, each draw from getrandom(2)
+once the call has returned), each written to a file as it is kept; the parent checks them
+against the inputs it works out from its own seed (backends/c/replay.py), not against
+inputs the candidate's process kept. A first fix (commit f06beff, reverted) copied every
+array's whole state for two calls and doubled dgemv's evaluation time; this one writes
+outputs only, and only where a stale answer saves much (build.late_checks)."""
 import re
 from pathlib import Path
 
 import pytest
 
+import perfgym
 from perfgym import EvalConfig, Status, evaluate, get_task
 
-KERNEL = Path(__file__).parent / "late_check" / "stale_between.c"
+KERNELS = Path(__file__).parent / "late_check"
+BUILTIN = [d.name for d in (Path(perfgym.__file__).parent / "tasks" / "builtin").iterdir()
+           if (d / "naive.c").exists() or (d / "naive.cpp").exists()]
 # the caps the kernel counts on: 1 warm-up, 40 timed calls, no stop on precision or time
 CAPS = EvalConfig(use_cache=False, compare_baseline=False, timeout=30.0, warmup_min=1,
                   warmup_time=0.0, min_samples=5, max_samples=40, max_time=60.0,
@@ -30,19 +32,73 @@ CAPS = EvalConfig(use_cache=False, compare_baseline=False, timeout=30.0, warmup_
 SIZE = {"M": 1024, "N": 1024}
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: no timed call between the first few and "
-                   "the last is checked (the fix measured too costly: see the docstring)")
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_stale_call_between_the_checked_ones_is_caught(seed):
-    outcome = evaluate(get_task("dgemv"), KERNEL.read_text(), SIZE, CAPS.replace(seed=seed))
+    """stale_between.c is stale on every late call but the last: whichever the sample holds,
+    it is caught, on every run."""
+    outcome = evaluate(get_task("dgemv"), (KERNELS / "stale_between.c").read_text(), SIZE,
+                       CAPS.replace(seed=seed))
     assert outcome.status is Status.WRONG_ANSWER, f"{outcome.status}: {outcome.message}"
-    assert re.match(r"wrong answer on .*timed call", outcome.message), outcome.message
+    assert re.match(r"wrong answer on a late timed call \(\d+\)", outcome.message), \
+        outcome.message
 
 
-def test_honest_kernels_pass_under_the_same_caps():
-    """The caps the hole needs are ones an honest kernel is timed under too."""
+def test_a_kernel_stale_on_every_other_call_is_caught():
+    """stale_alternate.c is stale on half the late calls: seen unless all four of the sample
+    are its right ones, 1 run in 16. The sample's draws are the operating system's, so the
+    test asks for one catch in three runs (all three missing: 1 in 4096)."""
+    outcomes = [evaluate(get_task("dgemv"), (KERNELS / "stale_alternate.c").read_text(), SIZE,
+                         CAPS.replace(seed=seed)) for seed in (1, 2, 3)]
+    caught = [o for o in outcomes if o.status is Status.WRONG_ANSWER]
+    assert caught, [o.message for o in outcomes]
+    assert all(re.match(r"wrong answer on a late timed call \(\d+\)", o.message)
+               for o in caught), [o.message for o in caught]
+    assert all(o.ok for o in outcomes if o not in caught)
+
+
+def test_a_stale_answer_with_its_inputs_put_back_is_refused():
+    """stale_inputs_put_back.c makes its stale answer right for the inputs it leaves in the
+    buffers: the harness's check of the inputs against their pristine copies, or a late
+    check against the parent's own inputs, refuses it."""
+    outcome = evaluate(get_task("dgemv"), (KERNELS / "stale_inputs_put_back.c").read_text(),
+                       SIZE, CAPS.replace(seed=5))
+    assert outcome.status is Status.WRONG_ANSWER, f"{outcome.status}: {outcome.message}"
+    assert "late timed call" in outcome.message or "modified its input" in outcome.message
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_late_calls_of_an_honest_kernel_pass_on_the_parents_inputs(name):
+    """The parent's copy of the changes (replay.py) gives the inputs each late call was given,
+    for every kind of input the built-in tasks have (doubles, floats, integers, in place,
+    a diagonal, drawn anew at the probes): the naive kernel passes, with late calls checked,
+    at the task's smallest size that has them. Tasks whose calls do little more than write
+    their outputs (a scan, a transpose, a stencil) have none (build.late_checks)."""
+    from perfgym.backends.c.build import late_checks
+    task = get_task(name)
+    sizes = sorted(task.sizes("all"), key=task.total_bytes)
+    size = next((s for s in sizes if late_checks(task, s)), sizes[0])
+    outcome = evaluate(task, task.baseline.read_text(), size, CAPS.replace(max_samples=20,
+                                                                           seed=6))
+    assert outcome.status is Status.OK, outcome.message
+    late = outcome.parent_check["late"]
+    assert len(late) >= 3 if late_checks(task, size) else late == [], (size, late)
+
+
+@pytest.mark.parametrize("late", ["0 268435456", "4 0"])
+def test_late_checks_turned_off_in_the_harness_are_tampering(late, monkeypatch):
+    """A kernel that rewrites the harness's late_k (or its byte budget) in memory keeps no
+    late answers; the parent counts the files and the "@l" marks it expects. Stood in for
+    here by a manifest that says so, as the rewritten memory would."""
+    from perfgym.backends.c import build
+    real = build.write_manifest
+
+    def turned_off(*args, **kwargs):
+        real(*args, **kwargs)
+        path = args[4] / "manifest.txt"
+        text = path.read_text()
+        path.write_text(re.sub(r"^late .*$", f"late {late}", text, flags=re.M))
+    monkeypatch.setattr(build, "write_manifest", turned_off)
     task = get_task("dgemv")
-    for kernel in (task.baseline, task.expert):
-        outcome = evaluate(task, kernel.read_text(), SIZE, CAPS.replace(seed=4))
-        assert outcome.status is Status.OK, outcome.message
-        assert len(outcome.timing.samples) == 40
+    outcome = evaluate(task, task.baseline.read_text(), SIZE, CAPS.replace(seed=7))
+    assert outcome.status is Status.WRONG_ANSWER, outcome.message
+    assert outcome.message.startswith("tampering: late calls' answers []"), outcome.message

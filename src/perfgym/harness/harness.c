@@ -24,7 +24,8 @@
  * After every call it checks that inputs are unchanged and that nothing was written just before
  * or after any array. Arrays sit against PROT_NONE guard pages; the bytes between an array's end
  * and its guard page hold NaN so reading past the end poisons the answer.
- * Results go to files only after the last kernel call, so the kernel never sees an open file.
+ * Results go to files only after the last kernel call, so the kernel never sees an open file
+ * (but a late call's answer: written and closed between two calls, see late_keep).
  * Timing state is kept in statics, out of reach of a kernel walking up the stack, and decoy
  * timestamps on the harness's stack are checked after every call to catch one that tries.
  *
@@ -36,9 +37,12 @@
  *                           a busy wait of SECONDS (measured here) in place of the kernel, done
  *                           before any kernel code has run (the calibration);
  *   "@t 0", "@t k"          before the first timed call and after each one;
+ *   "@l k"                  after "@t k+1" where late call k's answer was kept (late_keep);
+ *   "@s k"                  before timed call k where the harness did work of its own after
+ *                           "@t k" (a probe's inputs, its check; a late call's answer kept);
  *   "@r 0"                  with `go FD`, first: loaded, waiting for the word to go.
- * The markers are written after a call, never just before one: waking the parent then would
- * slow the call it times.
+ * The markers are written after a call, never just before one (but "@s", which starts the
+ * parent's interval for the call after it, and only after work of the harness's own): waking the parent then would slow the call it times.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -97,6 +102,12 @@ static long long counts[MAX_ARRAYS]; /* elements per array, for pg_before and pg
 static void *call_args[2][MAX_ARRAYS];
 static double samples[MAX_SAMPLES];
 static uint64_t rng_state;
+static uint64_t change_state; /* the one-element changes' own stream: the parent repeats it */
+/* Late checks (the manifest's "late K BYTES"; K 0: none): a uniform sample of late_k of the
+ * late calls keeps its answers, at most late_bytes of them written a run (late_keep). */
+#define MAX_LATE 16
+static int late_k;
+static long long late_bytes;
 static char violation[512];
 /* Timing state lives here, not on the stack: a kernel can reach the stack by walking up from
  * its own locals, but has no way to this memory without symbols (which the audit refuses). */
@@ -115,6 +126,19 @@ static uint64_t rng_next(void) { /* splitmix64 */
 }
 
 static double rng_uniform(void) { return (double)(rng_next() >> 11) * 0x1.0p-53; }
+
+/* The stream the one-element changes are drawn from (perturb_inputs), splitmix64 from the
+ * bitwise complement of the manifest's seed. Nothing else draws from it, so the parent can
+ * work out every timed call's inputs from the seed it gave (backends/c/replay.py) and check a
+ * late call's answer against them. */
+static uint64_t change_next(void) {
+    uint64_t z = (change_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double change_uniform(void) { return (double)(change_next() >> 11) * 0x1.0p-53; }
 
 #define DECOYS 48
 
@@ -307,16 +331,16 @@ static void perturb_inputs(int probe) {
             }
             continue;
         }
-        double u = a->low + (a->high - a->low) * rng_uniform();
+        double u = a->low + (a->high - a->low) * change_uniform();
         size_t idx;
         double v;
         if (a->perturb == 2) {
             size_t n = (size_t)llround(sqrt((double)a->count));
-            size_t d = (size_t)(rng_next() % n);
+            size_t d = (size_t)(change_next() % n);
             idx = d * n + d;
             v = load(a, a->buf[0], idx) + u;
         } else {
-            idx = (size_t)(rng_next() % a->count);
+            idx = (size_t)(change_next() % a->count);
             v = a->is_float ? u : floor(u);
         }
         store(a, a->buf[0], idx, v);
@@ -333,6 +357,51 @@ static void probed(int probe) {
         if (HAS_INPUT(a) && a->perturb == 3 && a->count && !IN_PLACE(a))
             memcpy(a->pristine[0], a->fresh[probe], a->bytes);
     }
+}
+
+/* Late checks. The checked timed calls above are among the first s_min and the last, which a
+ * kernel that counts its calls can tell: it could hand back a stale answer on the others. So
+ * the answers of late_k of the later calls (past the probes and the chosen call), a uniform
+ * sample of them (reservoir sampling), are kept: a kernel stale on a share f of those calls
+ * is seen unless none of the sample is stale, about f^late_k (1 in 16 for half the calls,
+ * what it takes to move the median, with late_k 4). The i-th late call takes the place of
+ * slot r % i when that is below late_k, r drawn from getrandom(2) after the call returned,
+ * so nothing in this process says beforehand which call is kept; its answer is written to
+ * late_K_I.bin (call K, array I) at once, so a later call cannot mend it, and the file of the
+ * call it replaces is removed. The parent works out the kept calls' inputs itself
+ * (change_next's stream) and checks their answers against them, and it counts the files:
+ * min(late_k, late calls), as late_bytes of writing allows (a kernel that turned the checks
+ * off in this process's memory leaves too few). */
+static int late_slot[MAX_LATE]; /* the call each slot holds */
+static long long late_written;
+
+static void late_files(int k, int keep) {
+    char path[64];
+    for (int i = 0; i < n_arrays; i++)
+        if (WRITTEN(&arrays[i])) {
+            snprintf(path, sizeof path, "late_%d_%d.bin", k, i);
+            if (keep) write_file(path, arrays[i].buf[0], arrays[i].bytes);
+            else if (unlink(path) != 0) die("cannot remove a late call's answer");
+        }
+}
+
+/* After late call i (from 1), call k: whether its answer was kept (and written). */
+static int late_keep(int i, int k) {
+    uint64_t r;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) die("cannot draw a late check");
+    uint64_t slot = r % (uint64_t)i;
+    if (i <= late_k) slot = (uint64_t)(i - 1);
+    else if (slot >= (uint64_t)late_k) return 0;
+    long long bytes = 0;
+    for (int a = 0; a < n_arrays; a++)
+        if (WRITTEN(&arrays[a])) bytes += (long long)arrays[a].bytes;
+    if (late_written + bytes > late_bytes) return 0;
+    late_written += bytes;
+    if (i > late_k) late_files(late_slot[slot], 0);
+    late_slot[slot] = k;
+    late_files(k, 1);
+    mark('l', k, -1);
+    return 1;
 }
 
 /* Each mode-3 input's two probe values, every element drawn as mode 1 draws one. */
@@ -421,6 +490,9 @@ int main(int argc, char **argv) {
         die("manifest: samples");
     if (s_min < 1) s_min = 1;
     if (s_max > MAX_SAMPLES) s_max = MAX_SAMPLES;
+    if (fscanf(m, " late %d %lld", &late_k, &late_bytes) != 2 || late_k < 0 ||
+        late_k > MAX_LATE)
+        die("manifest: late");
     if (fscanf(m, " sizes %d", &n_sizes) != 1 || n_sizes > MAX_SIZES) die("manifest: sizes");
     for (int i = 0; i < n_sizes; i++)
         if (fscanf(m, " %lld", &sizes[i]) != 1) die("manifest: size value");
@@ -450,6 +522,7 @@ int main(int argc, char **argv) {
     }
     fclose(m);
     rng_state = seed;
+    change_state = ~(uint64_t)seed;
 
     /* With `go FD` the parent starts the harness before the timing lane is its own: the process
      * start and the loading above overlap its other work. Here it says it is ready and waits
@@ -614,6 +687,9 @@ int main(int argc, char **argv) {
         if (n >= s_max) break;
         if (n >= s_min && median_halfwidth(samples, n) <= precision) break;
         if (n > last_probe && spent >= t_max && (n >= 3 || spent >= 3 * t_max)) break;
+        /* (the last call is left out: it is checked whole below) */
+        if (late_k && !resume && n - 1 > last_probe)
+            resume = late_keep(n - 1 - last_probe, n - 1); /* (outside the next call's interval) */
     }
     check_call(0, "timed call:", 1);
 
@@ -656,6 +732,7 @@ int main(int argc, char **argv) {
     fprintf(r, "warmups %d\nsamples %d", warmups, n);
     for (int i = 0; i < n; i++) fprintf(r, " %.9e", samples[i]);
     if (fresh_arrays) fprintf(r, "\nprobes %d %d", chosen, probe);
+    fprintf(r, "\nlate_from %d", last_probe + 1);
     fprintf(r, "\nviolation %s\ndone\n", violation[0] ? violation : "none");
     fclose(r);
     return 0;

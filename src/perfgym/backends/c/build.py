@@ -522,12 +522,51 @@ def fresh_inputs(task: Task, size: dict[str, int]) -> bool:
     return elements > 0 and task.flop_count(size) >= FRESH_INTENSITY * elements
 
 
+# Late checks (harness.c's late_keep): the answers of a uniform sample of LATE_K of the timed
+# calls past the chosen one and the probes are written out as they are made (at most
+# LATE_BYTES a run), and the parent checks them. They pay where a stale answer (a copy of the
+# last call's outputs) costs far less than the call: the inputs are LATE_INTENSITY times the
+# outputs or more, or the call does LATE_INTENSITY flops an output byte (dgemv, dgemm, dot, a
+# histogram). Where a call does little more than write its outputs (a scan, a transpose, a
+# stencil) a stale copy saves little, and writing answers out costs what a call does:
+# prefix_sum's 32 MB, beside a hog, tipped an honest run's CPU witness into "tampering".
+LATE_K = 4
+LATE_BYTES = 256 << 20
+LATE_INTENSITY = 4
+
+
+def late_checks(task: Task, size: dict[str, int]) -> bool:
+    """Whether the harness keeps late calls' answers at `size` (LATE_INTENSITY)."""
+    nbytes = {n: int(np.prod(task.shape(n, size))) * task.arrays[n].numpy.itemsize
+              for n in pointer_order(task)}
+    given = sum(b for n, b in nbytes.items() if task.arrays[n].role != "out")
+    written = sum(b for n, b in nbytes.items() if n in task.outputs)
+    return written > 0 and (given >= LATE_INTENSITY * written
+                            or task.flop_count(size) >= LATE_INTENSITY * written)
+
+
+def perturbation(task: Task, size: dict[str, int], name: str, fresh: bool
+                 ) -> tuple[int, float, float]:
+    """How the harness changes array `name` before each call (the manifest's mode, low and
+    high; the parent repeats it: replay.py): 0 not at all, 1 one element, 2 one diagonal
+    element, 3 one element, and every element drawn again before a probe call (`fresh`)."""
+    spec = task.arrays[name]
+    perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
+    if perturb == 1 and fresh:
+        perturb = 3  # every element drawn again before a probe call: see fresh_inputs
+    low, high = task.bounds(name, size)
+    if spec.numpy.kind == "b":  # perturbed to 0 or 1, never to a byte that is no bool
+        low, high = 0, 2
+    return perturb, low, high
+
+
 def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: EvalConfig,
                    workdir: Path, harness_seed: int) -> None:
     lines = [f"seed {harness_seed}",
              f"warmup {config.warmup_min} {config.warmup_time}",
              f"samples {config.min_samples} {config.max_samples} {config.max_time} "
-             f"{config.median_precision}"]
+             f"{config.median_precision}",
+             f"late {LATE_K if late_checks(task, size) else 0} {LATE_BYTES}"]
     names = size_order(task)
     values = [size[n] if n not in task.scalars else  # a double's bits, for the shim
               int(np.float64(task.scalars[n]).view(np.int64)) for n in names]
@@ -545,15 +584,10 @@ def write_manifest(task: Task, size: dict[str, int], inputs: InputSets, config: 
             files[s] = f"in{s + 1}_{i}.bin"
             if spec.role != "out":
                 data[name].tofile(workdir / files[s])
-        perturb = {"none": 0, "element": 1, "diagonal": 2}[spec.perturb]
-        if perturb == 1 and fresh:
-            perturb = 3  # every element drawn again before a probe call: see fresh_inputs
-        low, high = task.bounds(name, size)
+        perturb, low, high = perturbation(task, size, name, fresh)
         # 0 input, 1 output poisoned before each call (NaN; random bytes for integers), 2 output
         # zeroed before each call, 3 in place (restored to its input before each call)
         kind = {"in": 0, "inout": 3}.get(spec.role, 2 if spec.init == "zero" else 1)
-        if dtype.kind == "b":  # perturbed to 0 or 1, never to a byte that is no bool
-            low, high = 0, 2
         lines.append(f"array {kind} {'fc'.find(dtype.kind) + 1} "
                      f"{perturb} {dtype.itemsize} {count} 64 {low!r} {high!r} "
                      f"{files[0]} {files[1]}")

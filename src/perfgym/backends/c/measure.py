@@ -18,7 +18,7 @@ from ...tasks import Task, format_size
 from ...verify import compare, reference_outputs, sample_points
 from .. import Prepared
 from . import build as cbackend
-from . import neighbours
+from . import neighbours, replay
 from .prestart import PrestartedRun
 from .build import EXCEPTION_ESCAPED, VECTOR_RESIZED
 
@@ -102,7 +102,8 @@ def _reused(run: Outcome) -> bool:
 def _forget_run(workdir: Path) -> None:
     """Remove what a harness run wrote (its report, outputs and snapshots) from `workdir`."""
     for stale in ["result.txt", *(f.name for f in workdir.glob("out[12]_*.bin")),
-                  *(f.name for f in workdir.glob("snap_*.bin"))]:
+                  *(f.name for f in workdir.glob("snap_*.bin")),
+                  *(f.name for f in workdir.glob("late_*.bin"))]:
         (workdir / stale).unlink(missing_ok=True)
 
 
@@ -119,7 +120,8 @@ def _measure_once(p: Prepared, outcome, again: int = 0) -> Outcome:
     untimed = config.extra.get(CHECK_ONLY)  # judged up to the check call, which uses set 1 only
     inputs = cbackend.InputSets([cbackend.make_inputs(task, size, rng)
                                  for _ in range(1 if untimed else 2)])
-    cbackend.write_manifest(task, size, inputs, config, p.workdir, int(rng.integers(1, 2**62)))
+    harness_seed = int(rng.integers(1, 2**62))  # (its change stream: replay.py)
+    cbackend.write_manifest(task, size, inputs, config, p.workdir, harness_seed)
     order = cbackend.pointer_order(task)
 
     # Check before timing: one call on the first input set, verified, so a wrong kernel costs
@@ -158,6 +160,11 @@ def _measure_once(p: Prepared, outcome, again: int = 0) -> Outcome:
         two_probes = len(report.get("probes", ())) == 2  # (the second one's snapshot kept)
         verdict_msg, max_error = _verify_all(task, size, config, inputs, order, rundir, rng,
                                              refs, probe_snapshot=two_probes)
+        if not verdict_msg:
+            verdict_msg, late_error = _verify_late(task, size, config, inputs, order, rundir,
+                                                   rng, harness_seed, report,
+                                                   _resumes(result.markers)[2])
+            max_error = max(max_error, late_error)
     finally:
         if prestarted is not None:
             prestarted.close()  # (ended if never told to go; its directory removed)
@@ -189,6 +196,7 @@ def _measure_once(p: Prepared, outcome, again: int = 0) -> Outcome:
         return outcome(Status.WRONG_ANSWER, f"reuse: {reused}", parent_check=seen)
     seen["charged"] = sum(p > r for r, p in pairs)  # calls that cost the parent's figure
     seen["load"] = load  # the conditions the timing was taken in (cached with it)
+    seen["late"] = report["late"]  # the late calls whose answers were checked
     return _timed_outcome(p, outcome, samples, report, result.wall, seen, max_error)
 
 
@@ -247,8 +255,9 @@ def _timed_run(p: Prepared, order: list[str], outcome, prestarted=None):
     that holds the run's files)."""
     threads = _threads(p)
     for attempt in range(1, DISTURBED_REPEATS + 2):
-        if attempt > 1:  # the last run's files: none may pass for this run's
-            _forget_run(p.workdir)
+        # the last run's files (an earlier attempt's, an earlier round's of group timing): none
+        # may pass for this run's, and a late call's answer is named by its call alone
+        _forget_run(p.workdir)
         with LANE.exclusive():  # nothing else of ours runs while a kernel is timed
             before = neighbours.snapshot()
             if attempt == 1 and prestarted is not None and prestarted.go():
@@ -383,7 +392,9 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
     then "@t 0" and "@t k" after timed call k; and around each probe p (result.txt's
     `probes`), "@s p" right after "@t p" (its inputs drawn anew) and "@s p+1" right after
     "@t p+1" (its answer checked and copied): the harness's own work on a probe is between
-    the two. The parent's time of call k is the interval that ends at "@t k+1" and begins at
+    the two; and for each late call k whose answer was kept (harness.c's late_keep) "@l k"
+    right after "@t k+1", then "@s k+1" (the answer written out is between the two marks and
+    "@s"). The parent's time of call k is the interval that ends at "@t k+1" and begins at
     "@s k" where there is one, else at "@t k", less the harness's own work per call: the
     median over the dry rounds of the interval beyond the stand-in. An "@s" anywhere else, or
     twice (a kernel that wrote one to start its own interval late), is out of order. Returns
@@ -398,7 +409,7 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
 
     `floors` (RunResult.marker_floor: the earliest each marker can have been written) bound
     from below when the timed calls began, where "@t 0"'s arrival time may be late."""
-    markers, resumed = _resumes(markers)
+    markers, resumed, kept = _resumes(markers)
     fields = [line.split() for _, line in markers]
     labels = [" ".join(f[:2]) for f in fields]
     n_dry = sum(label.startswith("@c ") for label in labels) - 1
@@ -410,7 +421,8 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
         stand_ins = []
     if labels != expected or n_dry < 1 or n_timed < 1 or len(stand_ins) != n_dry or \
             resumed is None or set(resumed) != {k for p in probes for k in (p, p + 1)
-                                                if k < n_timed}:
+                                                if k < n_timed} | {k + 1 for k in kept
+                                                                   if k + 1 < n_timed}:
         return ("the harness's progress markers to the parent are missing or out of order",
                 {"markers": len(labels), "reported_samples": list(reported)})
     times = np.array([t for t, _ in markers])
@@ -418,7 +430,8 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
     timed = times[n_dry + 1:]
     starts = [resumed.get(k, timed[k]) for k in range(n_timed)]
     parent = [max(0.0, float(end - begin) - overhead) for begin, end in zip(starts, timed[1:])]
-    seen = {"overhead": overhead, "reported_median": _median(reported),
+    seen = {"late_kept": sorted(kept), "overhead": overhead,
+            "reported_median": _median(reported),
             "parent_median": _median(parent), "reported_samples": list(reported),
             "parent_samples": parent}
     if n_timed != len(reported):
@@ -453,7 +466,7 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
     if par > max(TAMPER_FACTOR * rep, rep + TAMPER_MARGIN):
         seen["parent_slower"] = True  # (what a parent starved by foreign load also sees)
         if witness := _cpu_witness(reported, [line for _, line in markers], n_dry, stand_ins,
-                                   cpu or {}, threads):
+                                   cpu or {}, threads, sorted(resumed)):
             seen.update(witness)
         return (f"the harness reported {_ms(rep)} per call but the parent saw {_ms(par)} "
                 "(medians)", seen)
@@ -461,26 +474,37 @@ def cross_check(reported: list[float], markers: list[tuple[float, str]],
 
 
 def _resumes(markers: list[tuple[float, str]]
-             ) -> tuple[list[tuple[float, str]], dict[int, float] | None]:
-    """(`markers` without the "@s k" ones, {k: when "@s k" arrived}); None for the second
-    where one does not come right after "@t k", or comes twice."""
+             ) -> tuple[list[tuple[float, str]], dict[int, float] | None, set[int]]:
+    """(`markers` without the "@s k" and "@l k" ones, {k: when "@s k" arrived}, the late calls
+    k whose answers the harness kept: "@l k"). The dict is None where an "@s k" does not come
+    right after "@t k" (or after "@t k" and "@l k-1"), or comes twice, or an "@l k" does not
+    come right after "@t k+1"."""
     kept: list[tuple[float, str]] = []
     resumed: dict[int, float] | None = {}
+    late: set[int] = set()
+    previous = ""  # the last marker line, of any kind
     for arrived, line in markers:
         f = line.split()
-        if f[:1] != ["@s"]:
-            kept.append((arrived, line))
-            continue
         k = int(f[1]) if len(f) == 2 and f[1].isdigit() else -1
-        if resumed is None or k in resumed or not kept or kept[-1][1] != f"@t {k}":
-            resumed = None
+        if f[:1] == ["@l"]:
+            if k in late or previous != f"@t {k + 1}":
+                resumed = None
+            late.add(k)
+        elif f[:1] == ["@s"]:
+            after = kept[-1][1] if kept else ""
+            if resumed is None or k in resumed or after != f"@t {k}" or \
+                    previous not in (f"@t {k}", f"@l {k - 1}"):
+                resumed = None
+            else:
+                resumed[k] = arrived
         else:
-            resumed[k] = arrived
-    return kept, resumed
+            kept.append((arrived, line))
+        previous = line
+    return kept, resumed, late
 
 
 def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins: list[float],
-                 cpu: dict[str, float], threads: int) -> dict | None:
+                 cpu: dict[str, float], threads: int, resumed: list[int] = ()) -> dict | None:
     """The harness's CPU time over the timed calls against what it reported (see cross_check),
     or None without the readings. The rule the parent's clock answers to, applied to the CPU
     time the harness used over all the timed calls, less its own work a round: within it,
@@ -512,6 +536,10 @@ def _cpu_witness(reported: list[float], lines: list[str], n_dry: int, stand_ins:
     n, rep = len(reported), _median(reported)
     total = float(sum(min(r, CAP_OVER_MEDIAN * rep) for r in reported))
     used = at[-1] - at[n_dry + 1] - n * own
+    # the harness's work between "@t k" and "@s k" (a probe's inputs and check, a late call's
+    # answer written out) is its own, not the calls': left out as the parent's clock leaves it
+    used -= sum(max(0.0, cpu.get(f"@s {k}", 0.0) - cpu.get(f"@t {k}", 0.0))
+                for k in resumed if k < kept)
     total_bound = threads * max(TAMPER_FACTOR * total, total + n * TAMPER_MARGIN) + CPU_EPSILON
     return {"own_cpu": own, "harness_cpu": used, "harness_cpu_allowed": total_bound,
             "parent_late": used <= total_bound}
@@ -641,9 +669,15 @@ def _read_report(path: Path, check: bool = False) -> dict | None:
         elif key == "violation":
             report["violation"] = rest
         elif key == "probes":  # the timed calls given inputs drawn anew (build.fresh_inputs)
-            report["probes"] = sorted({int(v) for v in rest.split()})
+            report["probe_order"] = [int(v) for v in rest.split()]  # (the chosen call first)
+            report["probes"] = sorted(set(report["probe_order"]))
+        elif key == "late_from":  # the first timed call a late check may keep
+            report["late_from"] = int(rest)
     if "violation" not in report or (not check and not report.get("samples")):
         return None
+    if not check:  # the late calls whose answers the harness wrote (late_K_I.bin)
+        report["late"] = sorted({int(f.name.split("_")[1])
+                                 for f in path.parent.glob("late_*_*.bin")})
     return report
 
 
@@ -695,6 +729,79 @@ def _verify_all(task: Task, size: dict, config: EvalConfig, inputs: cbackend.Inp
                                  task.shape(n, size))
         checks.append((label, given, {n: arrs[n] for n in outputs}))
     return _verify(task, size, config, checks, rng, refs)
+
+
+def _late_missing(task: Task, size: dict, config: EvalConfig, report: dict,
+                  announced: set[int]) -> str | None:
+    """What is wrong with the late calls' answers the harness kept (harness.c's late_keep),
+    or None. Of the m timed calls from `late_from` (at most min_samples: past the chosen call
+    and the probes) to the one before the last, it keeps min(LATE_K, m) answers (as LATE_BYTES
+    allows), each announced by an "@l" marker (`announced`), the first LATE_K always; none
+    where late checks are off. A kernel that rewrote the harness's memory to skip them leaves
+    a gap here."""
+    late, n = report["late"], len(report["samples"])
+    if not cbackend.late_checks(task, size):
+        return (f"late calls' answers kept where none are asked for ({late})"
+                if late or announced else None)
+    start = report.get("late_from")
+    if start is None or not 0 < start <= max(config.min_samples, 1):
+        return f"the late checks start at call {start} (at most {config.min_samples})"
+    written = sum(int(np.prod(task.shape(o, size))) * task.arrays[o].numpy.itemsize
+                  for o in task.outputs)
+    expect = min(cbackend.LATE_K, max(0, n - 1 - start), cbackend.LATE_BYTES // max(written, 1))
+    if len(late) != expect or not set(late) <= announced or \
+            not set(range(start, start + expect)) <= announced or \
+            any(not start <= k < n - 1 for k in late):
+        return (f"late calls' answers {late} (announced {sorted(announced)}), not {expect} "
+                f"of calls {start}-{n - 2} as the harness keeps them")
+    return None
+
+
+def _verify_late(task: Task, size: dict, config: EvalConfig, inputs: cbackend.InputSets,
+                 order: list[str], workdir: Path, rng: np.random.Generator, seed: int,
+                 report: dict, announced: set[int]) -> tuple[tuple[str, str] | None, float]:
+    """Check the late calls' answers (harness.c's late_keep) against the inputs the parent
+    works out for them from `seed` (replay.py), not against anything the harness kept: from
+    input set 1, or where probes drew inputs anew, from the last probe's snapshot. Returns
+    ((message, details) or None, max err)."""
+    late = report["late"]
+    if why := _late_missing(task, size, config, report, announced):
+        return (f"tampering: {why}", "the harness's late_K_I.bin files and result.txt"), 0.0
+    if not late:
+        return None, 0.0
+    fresh = cbackend.fresh_inputs(task, size)
+    changed = replay.changed_inputs(task, size, order, fresh)
+    given_names = [n for n in order if task.arrays[n].role != "out"]
+    probes = set(report.get("probes", [])) if fresh else set()
+    after = max(probes) if probes else None
+    if after is not None and late[0] <= after:
+        return (f"a late call's answer for a probe's call or one before it ({late})",
+                "the harness's late_K_I.bin files"), 0.0
+    undo: list = []
+    if after is None:  # set 1 itself, changed and put back after (a copy of a 128 MB matrix,
+        # fresh memory on a VM, took longer than all of dgemv's late checks)
+        base = {n: inputs.sets[0][n] for n in given_names}
+    else:  # the last probe's inputs: every mode-3 element was drawn from the other stream
+        snap = "chosen" if after == report["probe_order"][0] else "probe"
+        base = {n: _load(workdir, f"snap_{snap}_in_{i}.bin" if task.arrays[n].role == "inout"
+                         else f"snap_{snap}_{i}.bin", task.arrays[n].numpy, task.shape(n, size))
+                for i, n in enumerate(order) if n in given_names}
+    flat = {c.name: base[c.name].reshape(-1) for c in changed}
+    max_error = 0.0
+    try:
+        for k, _ in replay.late_call_inputs(seed, changed, flat, report["warmups"], probes,
+                                            after, late, undo):
+            got = {n: _load(workdir, f"late_{k}_{i}.bin", task.arrays[n].numpy,
+                            task.shape(n, size))
+                   for i, n in enumerate(order) if n in task.outputs}
+            verdict, error = _verify(task, size, config,
+                                     [(f"a late timed call ({k})", base, got)], rng, {})
+            max_error = max(max_error, error)
+            if verdict:
+                return verdict, max_error
+    finally:
+        replay.undo_changes(undo)
+    return None, max_error
 
 
 _SCALE = {"element": "|expected|", "array": "max|expected|"}
