@@ -42,7 +42,8 @@
  *                           "@t k" (a probe's inputs, its check; a late call's answer kept);
  *   "@r 0"                  with `go FD`, first: loaded, waiting for the word to go.
  * The markers are written after a call, never just before one (but "@s", which starts the
- * parent's interval for the call after it, and only after work of the harness's own): waking the parent then would slow the call it times.
+ * parent's interval for the call after it, and only after work of the harness's own): waking
+ * the parent then would slow the call it times.
  */
 #define _GNU_SOURCE
 #include <errno.h>
