@@ -102,3 +102,33 @@ def test_late_checks_turned_off_in_the_harness_are_tampering(late, monkeypatch):
     outcome = evaluate(task, task.baseline.read_text(), SIZE, CAPS.replace(seed=7))
     assert outcome.status is Status.WRONG_ANSWER, outcome.message
     assert outcome.message.startswith("tampering: late calls' answers []"), outcome.message
+
+
+def test_late_answers_where_none_are_asked_for_are_tampering(monkeypatch):
+    """prefix_sum has no late checks (build.late_checks); a harness that keeps late answers
+    there anyway is not the one the parent started."""
+    from perfgym.backends.c import build
+    real = build.write_manifest
+
+    def turned_on(*args, **kwargs):
+        real(*args, **kwargs)
+        path = args[4] / "manifest.txt"
+        path.write_text(re.sub(r"^late .*$", "late 4 268435456", path.read_text(), flags=re.M))
+    monkeypatch.setattr(build, "write_manifest", turned_on)
+    task = get_task("prefix_sum")
+    outcome = evaluate(task, task.baseline.read_text(), {"N": 65537}, CAPS.replace(seed=8))
+    assert outcome.status is Status.WRONG_ANSWER, outcome.message
+    assert "kept where none are asked for" in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize("late_from", [None, 0, 6, 2, 4])
+def test_a_forged_start_of_the_late_checks_is_tampering(late_from):
+    """result.txt's late_from is the harness's word: past min_samples (5 here), or not right
+    after the last probe (2), it would move the sample away from the calls it must cover."""
+    from perfgym.backends.c.measure import _late_missing
+    task, size = get_task("dgemm"), {"M": 64, "N": 64, "K": 64}
+    report = {"late": [4, 6, 9, 12], "samples": [1e-3] * 20, "probes": [1, 2],
+              "late_from": late_from}
+    every = set(range(20))  # (every call announced: only the start is wrong)
+    assert _late_missing(task, size, CAPS, report, every) is not None
+    assert _late_missing(task, size, CAPS, dict(report, late_from=3), every) is None

@@ -743,11 +743,12 @@ def _late_missing(task: Task, size: dict, config: EvalConfig, report: dict,
     if not cbackend.late_checks(task, size):
         return (f"late calls' answers kept where none are asked for ({late})"
                 if late or announced else None)
-    start = report.get("late_from")
-    if start is None or not 0 < start <= max(config.min_samples, 1):
-        return f"the late checks start at call {start} (at most {config.min_samples})"
-    written = sum(int(np.prod(task.shape(o, size))) * task.arrays[o].numpy.itemsize
-                  for o in task.outputs)
+    start, probes = report.get("late_from"), report.get("probes")
+    if start is None or not 0 < start <= max(config.min_samples, 1) or \
+            (probes and start != max(probes) + 1):
+        return (f"the late checks start at call {start} (past the probes {probes}, at most "
+                f"{config.min_samples})")
+    written = cbackend.array_bytes(task, size, task.outputs)
     expect = min(cbackend.LATE_K, max(0, n - 1 - start), cbackend.LATE_BYTES // max(written, 1))
     if len(late) != expect or not set(late) <= announced or \
             not set(range(start, start + expect)) <= announced or \
@@ -773,10 +774,7 @@ def _verify_late(task: Task, size: dict, config: EvalConfig, inputs: cbackend.In
     changed = replay.changed_inputs(task, size, order, fresh)
     given_names = [n for n in order if task.arrays[n].role != "out"]
     probes = set(report.get("probes", [])) if fresh else set()
-    after = max(probes) if probes else None
-    if after is not None and late[0] <= after:
-        return (f"a late call's answer for a probe's call or one before it ({late})",
-                "the harness's late_K_I.bin files"), 0.0
+    after = max(probes) if probes else None  # (the late calls follow it: _late_missing)
     undo: list = []
     if after is None:  # set 1 itself, changed and put back after (a copy of a 128 MB matrix,
         # fresh memory on a VM, took longer than all of dgemv's late checks)
@@ -789,8 +787,8 @@ def _verify_late(task: Task, size: dict, config: EvalConfig, inputs: cbackend.In
     flat = {c.name: base[c.name].reshape(-1) for c in changed}
     max_error = 0.0
     try:
-        for k, _ in replay.late_call_inputs(seed, changed, flat, report["warmups"], probes,
-                                            after, late, undo):
+        for k in replay.late_call_inputs(seed, changed, flat, report["warmups"], probes, after,
+                                         late, undo):
             got = {n: _load(workdir, f"late_{k}_{i}.bin", task.arrays[n].numpy,
                             task.shape(n, size))
                    for i, n in enumerate(order) if n in task.outputs}

@@ -102,13 +102,13 @@ def _store(real: np.ndarray, idx: int, v: float, undo: list | None) -> None:
 
 def late_call_inputs(seed: int, changed: list[Changed], base: dict[str, np.ndarray],
                      warmups: int, probes: set[int], after: int | None, late: list[int],
-                     undo: list | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """(k, the changed inputs of timed call k) for each k in `late`, in order. `base` holds
+                     undo: list | None = None) -> Iterator[int]:
+    """Each k in `late`, in order, once `base` holds timed call k's changed inputs. `base` holds
     each changed input (flat, writable: it is changed in place) as it was before the first
     change made here: with `after` None, input set 1 (the warm-ups' and timed calls' changes
     are made); else the inputs of timed call `after`, the last probe (only later calls'
     changes are made). `probes`: the timed calls whose mode-3 inputs were drawn anew (no
-    change drawn for those). The arrays yielded change after the next step: use them first.
+    change drawn for those). They change again after the next step: use them first.
     `undo` gets each element's value before its change (restore them in reverse order)."""
     stream = ChangeStream(seed)
     wanted = sorted(set(late))
@@ -123,7 +123,7 @@ def late_call_inputs(seed: int, changed: list[Changed], base: dict[str, np.ndarr
                 continue  # every element drawn anew (from the other stream): no change drawn
             _change(stream, c, base[c.name] if applied else None, undo)
         if k is not None and k >= 0 and k == wanted[0]:
-            yield k, base
+            yield k
             wanted.pop(0)
             if not wanted:
                 return
