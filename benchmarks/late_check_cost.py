@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
+from check_cost import two_ways
 from results_by_machine import json_flag, record
 
 TASKS = "dgemm,dgemv,transpose,jacobi2d,histogram"
@@ -33,40 +33,24 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     json_flag(ap, "late_check_cost")
     args = ap.parse_args()
-    from perfgym import EvalConfig, evaluate, get_task
+    from perfgym import EvalConfig, get_task
     from perfgym.backends.c import build
     from perfgym.machine import cpu_model
     shipped = build.LATE_K
     config = EvalConfig(use_cache=False, compare_baseline=False)
+
+    def switch(on: bool) -> None:
+        build.LATE_K = shipped if on else 0
     rows = []
     for name in args.tasks.split(","):
         task = get_task(name)
         for kernel, path in (("naive", task.baseline), ("expert", task.expert)):
             if path is None:
                 continue
-            code = path.read_text()
-            wall = {"late": [], "none": []}
-            median = {"late": [], "none": []}
-            kept = []  # late calls checked per evaluation (the "late" way)
-            for r in range(args.repeats):
-                for way in (("late", "none") if r % 2 == 0 else ("none", "late")):
-                    build.LATE_K = shipped if way == "late" else 0
-                    for size in task.sizes("train"):
-                        t0 = time.monotonic()
-                        o = evaluate(task, code, size, config)
-                        wall[way].append(time.monotonic() - t0)
-                        if not o.ok:
-                            raise SystemExit(f"{name} {kernel} {size} ({way}): {o.status.value}: "
-                                             f"{o.message}")
-                        median[way].append(o.timing.median)
-                        if way == "late":
-                            kept.append(len(o.parent_check.get("late", [])))
-            build.LATE_K = shipped
+            kept: list[int] = []  # late calls checked per evaluation (the "late" way)
             row = {"task": name, "kernel": kernel,
-                   "wall_s": {k: round(sum(v), 2) for k, v in wall.items()},
-                   "wall_ratio": sum(wall["late"]) / sum(wall["none"]),
-                   "median_ratio": statistics.geometric_mean(
-                       [f / o for f, o in zip(median["late"], median["none"])]),
+                   **two_ways(task, kernel, path.read_text(), args.repeats, switch, "late",
+                              config, lambda o: kept.append(len(o.parent_check["late"]))),
                    "late_calls_mean": statistics.mean(kept)}
             rows.append(row)
             print(f"{name:9s} {kernel:6s} wall {row['wall_s']['late']:.1f} / "

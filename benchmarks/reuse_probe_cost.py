@@ -25,8 +25,8 @@ import argparse
 import importlib
 import json
 import statistics
-import time
 
+from check_cost import two_ways
 from results_by_machine import json_flag, record
 
 TASKS = "dgemm,sgemm,pdist,conv2d,trsm,jacobi2d"
@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     json_flag(ap, "reuse_probe_cost")
     args = ap.parse_args()
-    from perfgym import EvalConfig, evaluate, get_task
+    from perfgym import EvalConfig, get_task
     from perfgym.backends.c import build
     from perfgym.machine import cpu_model
     # (the package's `measure` is the function of that name; this is its module)
@@ -53,35 +53,20 @@ def main() -> None:
         return judged(samples, probes)
     measure.reuse_problem = spy
     config = EvalConfig(use_cache=False, compare_baseline=False)
+
+    def switch(on: bool) -> None:
+        build.fresh_inputs = fresh_rule if on else (lambda task, size: False)
     rows = []
     for name in args.tasks.split(","):
         task = get_task(name)
         for kernel, path in (("naive", task.baseline), ("expert", task.expert)):
             if path is None:
                 continue
-            code = path.read_text()
             probe_ratios.clear()
-            wall = {"probes": [], "none": []}
-            median = {"probes": [], "none": []}
-            for r in range(args.repeats):
-                for way in (("probes", "none") if r % 2 == 0 else ("none", "probes")):
-                    build.fresh_inputs = fresh_rule if way == "probes" else \
-                        (lambda task, size: False)
-                    for size in task.sizes("train"):
-                        t0 = time.monotonic()
-                        o = evaluate(task, code, size, config)
-                        wall[way].append(time.monotonic() - t0)
-                        if not o.ok:
-                            raise SystemExit(f"{name} {kernel} {size} ({way}): {o.status.value}: "
-                                             f"{o.message}")
-                        median[way].append(o.timing.median)
-            build.fresh_inputs = fresh_rule
             fresh_sizes = sum(fresh_rule(task, s) for s in task.sizes("train"))
             row = {"task": name, "kernel": kernel, "fresh_sizes": fresh_sizes,
-                   "wall_s": {k: round(sum(v), 2) for k, v in wall.items()},
-                   "wall_ratio": sum(wall["probes"]) / sum(wall["none"]),
-                   "median_ratio": statistics.geometric_mean(
-                       [f / o for f, o in zip(median["probes"], median["none"])]),
+                   **two_ways(task, kernel, path.read_text(), args.repeats, switch, "probes",
+                              config),
                    "probe_ratio_max": max(probe_ratios, default=None)}
             rows.append(row)
             print(f"{name:9s} {kernel:6s} probes at {fresh_sizes}/{len(task.sizes('train'))} "
