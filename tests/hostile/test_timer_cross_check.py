@@ -49,6 +49,25 @@ def test_marker_lines_are_timestamped_as_they_arrive(workdir):
     assert "plain" in r.stdout and "@a 1" in r.stdout  # stdout is unchanged
 
 
+def test_markers_read_after_the_command_ended_keep_their_cpu_readings(workdir):
+    """A reader kept waiting (a starved parent) reads "@b 2" after the command has ended: the
+    command is not reaped before the readers are done, so its CPU clock still reads. Reaped
+    first, the reading failed, and the CPU witness, missing it, called an honest scan beside a
+    hog "tampering" (a CI run: 3.4 ms reported, 16 ms seen, no witness)."""
+    import time
+
+    def slow_reader(line):
+        if line == "@a 1":
+            time.sleep(0.5)  # the command writes "@b 2" and exits meanwhile
+
+    r = sandbox.run(["sh", "-c", "echo '@a 1'; sleep 0.1; echo '@b 2'"], workdir,
+                    on_marker=slow_reader)
+    assert r.returncode == 0
+    assert [line for _, line in r.markers] == ["@a 1", "@b 2"]
+    assert set(r.marker_cpu) == {"@a 1", "@b 2"}, r.marker_cpu
+    assert r.marker_cpu["@b 2"] >= r.marker_cpu["@a 1"]
+
+
 def test_each_marker_has_a_floor_before_it_was_written(workdir):
     """A marker's floor is when the parent asked for the read before the one that brought it:
     before "@b 2" was written (after the sleep), and before "@a 1" arrived, not at that
