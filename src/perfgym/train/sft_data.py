@@ -125,8 +125,9 @@ def opened_examples(tasks: list[Task], machine: dict | None, config: EvalConfig,
     outcomes = evaluate_many([Request(t, a, None, config) for t, _, a in todo])
     for (task, name, joined), outcome in zip(todo, outcomes):
         if not outcome.ok or (outcome.speedup or 0.0) < min_speedup:
+            why = outcome.message.splitlines()[0][:160] if outcome.message else ""
             skipped[f"{task.name}:{name}"] = (f"{outcome.status.value}, speedup "
-                                              f"{outcome.speedup or 0:.2f}")
+                                              f"{outcome.speedup or 0:.2f}: {why}")
             continue
         prompt = task_prompt(task, op, None, machine, config)
         records.append({"prompt": [{"role": "user", "content": prompt}],

@@ -328,7 +328,8 @@ def _run_failure(result, config: EvalConfig, size: dict, outcome) -> Outcome | N
     """The outcome of a harness run that did not end normally, or None."""
     if result.timed_out:
         return outcome(Status.TIMEOUT, f"did not finish within {config.timeout:g} s "
-                       f"({format_size(size)})", result.stderr[-2000:])
+                       f"({format_size(size)}; stopped after {result.wall:.1f} s with the "
+                       "harness's own work on the arrays)", result.stderr[-2000:])
     if result.output_overflow:
         printed = [ln for ln in result.stdout.splitlines() if not ln.startswith("@")]
         return outcome(Status.RUNTIME_ERROR, "printed more output than allowed; kernels must not "

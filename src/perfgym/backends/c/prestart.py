@@ -28,11 +28,13 @@ class PrestartedRun:
     process start and loading of the inputs (about 10 ms for dgemm-256) overlap the check, not
     the exclusive lane, which is held from the word to go (`go`) on. It runs no kernel code
     before that word, and the calibration still comes first after it. The run's time limit
-    counts from the word: the parent ends it config.timeout after `go`. `close` ends one never
+    counts from the word: the parent ends it config.timeout (and the harness's allowance for
+    its own work on the arrays, build.harness_allowance) after `go`. `close` ends one never
     told to go (a wrong answer): it reads the closed pipe and exits."""
 
     def __init__(self, p: Prepared) -> None:
         self.config = p.config
+        self.limit = p.config.timeout + cbackend.harness_allowance(p.task, p.size)
         # a directory of its own: two sandboxed commands cannot share one (each owns its
         # directory as its own uid), and the check call is running in the build's
         self.workdir = sandbox.make_workdir()
@@ -74,9 +76,9 @@ class PrestartedRun:
         self.thread.start()
 
     def wait_ready(self) -> None:
-        """Until it waits for the word (or has ended); one not ready within config.timeout
+        """Until it waits for the word (or has ended); one not ready within the run's limit
         (loading inputs cannot take that long) is ended, and a fresh run will be made."""
-        if not self.ready.wait(self.config.timeout) and self.proc is not None:
+        if not self.ready.wait(self.limit) and self.proc is not None:
             kill_group(self.proc)
         self.ready.wait()
 
@@ -95,7 +97,7 @@ class PrestartedRun:
             return False
         finally:
             self._close_go_end()
-        self.timer = threading.Timer(self.config.timeout, self._expire)
+        self.timer = threading.Timer(self.limit, self._expire)
         self.timer.start()
         return True
 
