@@ -23,7 +23,7 @@ def test_the_allowance_follows_the_arrays():
 def test_an_honest_kernel_on_big_arrays_is_not_timed_out_by_the_harness_s_own_work():
     """The naive transpose at 4096 x 4096 with a 3 s timeout: its calls take about 2 s in all
     (0.13 s each), the harness's own work about 6 s on a 2-core AMD EPYC VM. Without the
-    allowance this was TIMEOUT on every run there."""
+    allowance it was TIMEOUT there (the allowance set to 0: this test and the one above fail)."""
     task = get_task("transpose")
     config = EvalConfig(use_cache=False, compare_baseline=False, threads=1, timeout=3.0)
     outcome = evaluate(task, task.baseline.read_text(), {"N": 4096, "M": 4096}, config)
