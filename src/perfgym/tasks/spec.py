@@ -206,9 +206,13 @@ class Task:
                         "smallest")
 
     def total_bytes(self, size: dict[str, int]) -> int:
+        return self.array_bytes(size, self.arrays)
+
+    def array_bytes(self, size: dict[str, int], names) -> int:
+        """The bytes of the arrays `names` at `size`."""
         # math.prod of Python ints: np.prod would wrap around at 2**63 and call it small
-        return sum(a.numpy.itemsize * math.prod(self.shape(a.name, size))
-                   for a in self.arrays.values())
+        return sum(self.arrays[n].numpy.itemsize * math.prod(self.shape(n, size))
+                   for n in names)
 
     def memory_needed(self, size: dict[str, int]) -> int:
         """Bytes one evaluation at `size` may hold: every copy of every array (see COPIES_*) and

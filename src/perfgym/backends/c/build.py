@@ -535,16 +535,11 @@ LATE_BYTES = 256 << 20
 LATE_INTENSITY = 4
 
 
-def array_bytes(task: Task, size: dict[str, int], names) -> int:
-    """The bytes of arrays `names` at `size`."""
-    return sum(int(np.prod(task.shape(n, size))) * task.arrays[n].numpy.itemsize for n in names)
-
-
 def late_checks(task: Task, size: dict[str, int]) -> bool:
     """Whether the harness keeps late calls' answers at `size` (LATE_INTENSITY)."""
-    given = array_bytes(task, size, [n for n in pointer_order(task)
-                                     if task.arrays[n].role != "out"])
-    written = array_bytes(task, size, task.outputs)
+    given = task.array_bytes(size, [n for n in pointer_order(task)
+                                    if task.arrays[n].role != "out"])
+    written = task.array_bytes(size, task.outputs)
     return written > 0 and (given >= LATE_INTENSITY * written
                             or task.flop_count(size) >= LATE_INTENSITY * written)
 

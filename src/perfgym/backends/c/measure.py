@@ -749,7 +749,7 @@ def _late_missing(task: Task, size: dict, config: EvalConfig, report: dict,
             (probes and start != max(probes) + 1):
         return (f"the late checks start at call {start} (past the probes {probes}, at most "
                 f"{config.min_samples})")
-    written = cbackend.array_bytes(task, size, task.outputs)
+    written = task.array_bytes(size, task.outputs)
     expect = min(cbackend.LATE_K, max(0, n - 1 - start), cbackend.LATE_BYTES // max(written, 1))
     if len(late) != expect or not set(late) <= announced or \
             not set(range(start, start + expect)) <= announced or \
