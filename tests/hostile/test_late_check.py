@@ -45,15 +45,19 @@ def test_a_stale_call_between_the_checked_ones_is_caught(seed):
 
 def test_a_kernel_stale_on_every_other_call_is_caught():
     """stale_alternate.c is stale on half the late calls: seen unless all four of the sample
-    are its right ones, 1 run in 16. The sample's draws are the operating system's, so the
-    test asks for one catch in three runs (all three missing: 1 in 4096)."""
-    outcomes = [evaluate(get_task("dgemv"), (KERNELS / "stale_alternate.c").read_text(), SIZE,
-                         CAPS.replace(seed=seed)) for seed in (1, 2, 3)]
-    caught = [o for o in outcomes if o.status is Status.WRONG_ANSWER]
-    assert caught, [o.message for o in outcomes]
-    assert all(re.match(r"wrong answer on a late timed call \(\d+\)", o.message)
-               for o in caught), [o.message for o in caught]
-    assert all(o.ok for o in outcomes if o not in caught)
+    are its right ones, 1 run in 16 (15 of 300 runs here, 2-core Zen 4). The sample's draws are
+    the operating system's, so the test asks for a catch within six runs (all six missing: 1 in
+    16.7 million; three, which CI once saw, 1 in 4096) and every run before it OK."""
+    outcomes = []
+    for seed in range(1, 7):
+        outcomes.append(evaluate(get_task("dgemv"), (KERNELS / "stale_alternate.c").read_text(),
+                                 SIZE, CAPS.replace(seed=seed)))
+        if not outcomes[-1].ok:
+            break
+    caught = outcomes[-1]
+    assert caught.status is Status.WRONG_ANSWER, [o.message for o in outcomes]
+    assert re.match(r"wrong answer on a late timed call \(\d+\)", caught.message), caught.message
+    assert all(o.ok for o in outcomes[:-1])
 
 
 def test_a_stale_answer_with_its_inputs_put_back_is_refused():
