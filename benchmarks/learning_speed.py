@@ -55,8 +55,8 @@ timing is only comparable with timings from the same kind):
    a task) as opened answers, judged again at the train sizes and kept when faster; and per
    training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
    with --rewrite-pairs N, up to N textbook rewrites of each naive kernel, made by rule
-   (`rewrite_pairs`; --rewrite-form edit or edit-if: only pragma lines added to the naive
-   kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N of the
+   (`rewrite_pairs`; --rewrite-form edit, edit-if or edit-if-loop: only pragma lines added to
+   the naive kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N of the
    base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
    with --mix-naive N, each training task's naive kernel N times (`naive_answers`);
    with --rename-accumulators, each reduction's scalar renamed in every answer
@@ -170,7 +170,8 @@ MIX_PER_TASK = 6
 # --rewrite-pairs N: up to N textbook rewrites of each training task's naive kernel, made by
 # rule (rewrite_pairs), kept when faster at the train sizes (0: none, as in the committed run)
 REWRITE_ORDER = ("sink_sum", "omp_outer", "omp_inner", "simd_inner")  # a textbook's order
-REWRITE_FORMS = ("printed", "edit", "edit-if")  # --rewrite-form: see rewrite_pairs
+REWRITE_FORMS = ("printed", "edit", "edit-if", "edit-if-loop")  # --rewrite-form: see rewrite_pairs
+REWRITE_GATES = {"edit-if": "work", "edit-if-loop": "loop"}  # their line_edit gates
 # --answer-form: "code", the student's answers are whole kernels (opened: perfgym writes the
 # start); "edits", SEARCH/REPLACE blocks of the naive kernel its prompt shows (perfgym.edits),
 # asked for by EDIT_PROMPTS (the teacher keeps its own prompts and whole kernels)
@@ -806,7 +807,9 @@ def rewrite_pairs(tasks=TRAIN_TASKS, form: str = "printed") -> list[tuple[str, s
     the rewrites as the climb makes them (the kernel printed again, a threaded nest copied
     under a work bound); "edit": only the pragma rewrites, each a line added to the naive
     kernel's own text (`line_edit`: what the printed form's run taught a wrong index, below);
-    "edit-if": the same lines, each thread pragma with the work bound as its `if` clause.
+    "edit-if": the same lines, each thread pragma with the work bound as its `if` clause;
+    "edit-if-loop": with its loop's own bound instead, as the line below writes it (`if(M >
+    16)`: the student wrote the work bound's names wrong on a nest it had not seen).
 
     Why: the student's wrong answers on the held-out tasks were rewrites far from the kernel it
     was shown (median similarity to it 0.45, difflib over the normalized code), its right ones
@@ -828,7 +831,7 @@ def rewrite_pairs(tasks=TRAIN_TASKS, form: str = "printed") -> list[tuple[str, s
         chains = [((), naive)]
         for step in steps_of:  # each chain, with and without this step
             made = ((steps, applicable(code, entry).get(step) if form == "printed"
-                     else line_edit(code, entry, step, bound=form == "edit-if"))
+                     else line_edit(code, entry, step, gate=REWRITE_GATES.get(form)))
                     for steps, code in chains)
             chains += [(steps + (step,), new) for steps, new in list(made) if new]
         seen = {normalize(naive)}
@@ -1626,7 +1629,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rewrite-form", choices=REWRITE_FORMS, default="printed",
                     help="printed: the climb's rewrites, the kernel printed again; edit: only "
                          "the pragma lines added to the naive kernel's text; edit-if: those "
-                         "lines with the work bound as the thread pragma's if clause")
+                         "lines with the work bound as the thread pragma's if clause; "
+                         "edit-if-loop: with the threaded loop's own bound (if(M > 16))")
     ap.add_argument("--mix-copies", type=int, default=0, metavar="N",
                     help="add up to N of the base model's correct answers that are the naive "
                          "kernel handed back, per training task, to the anti-forgetting mix "

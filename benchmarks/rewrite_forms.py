@@ -1,5 +1,5 @@
 """A task's expert kernel and perfgym's own rewrites of its naive kernel (search/rewrites.py:
-each rule's printed form, and omp_outer's edit-if line edit), judged at the train and the
+each rule's printed form, and omp_outer's edit-if and edit-if-loop line edits), judged at the train and the
 held-out sizes, as the speedup over the naive kernel per size and folded.
 
     python benchmarks/rewrite_forms.py [--task colsum] [--json OUT]
@@ -33,7 +33,8 @@ def main() -> None:
     naive, entry = task.baseline.read_text(), task.signature.name
     forms = {"expert": task.expert.read_text() if task.expert else None,
              **applicable(naive, entry),
-             "omp_outer edit-if": line_edit(naive, entry, "omp_outer", bound=True)}
+             "omp_outer edit-if": line_edit(naive, entry, "omp_outer", gate="work"),
+             "omp_outer edit-if-loop": line_edit(naive, entry, "omp_outer", gate="loop")}
     rows = []
     for split in ("train", "heldout"):
         for name, code in forms.items():

@@ -3,7 +3,7 @@ they refuse, and that what they make is right (compiled, checked and timed by th
 import pytest
 
 from perfgym import EvalConfig, evaluate, get_task
-from perfgym.search.rewrites import (LINE_EDITS, MIN_PARALLEL_WORK, UNREAD_TRIPS, applicable,
+from perfgym.search.rewrites import (LINE_EDITS, LOOP_GATE_TRIPS, MIN_PARALLEL_WORK, UNREAD_TRIPS, applicable,
                                      line_edit, rewrite)
 
 FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
@@ -70,7 +70,7 @@ def test_sums_into_an_array_at_an_inner_counter_are_reduced_as_a_section():
         squeeze(made)
     assert squeeze(f"if ((long)(N) * (M) > {MIN_PARALLEL_WORK})") in squeeze(made)
     assert "#pragma omp parallel for reduction(+:s[:M]) if(" in \
-        line_edit(code, entry, "omp_outer", bound=True)
+        line_edit(code, entry, "omp_outer", gate="work")
     # a scalar sum and an array section in one clause
     both = ("void f(double *a, double *s, double *t, int n, int m) { for (int i = 0; i < n; "
             "i++) for (int j = 0; j < m; j++) { s[j] += a[i * m + j]; t[0] += a[i]; } }")
@@ -301,7 +301,7 @@ def test_line_edits_thread_what_the_rule_threads_and_nothing_it_refuses():
 ])
 def test_a_line_edit_is_refused_where_its_line_is_not_clear(code):
     assert line_edit(code, "f", "omp_outer") is None
-    assert line_edit(code, "f", "omp_outer", bound=True) is None
+    assert line_edit(code, "f", "omp_outer", gate="work") is None
 
 
 def test_a_line_edit_keeps_comments_tabs_and_the_lines_between():
@@ -319,7 +319,7 @@ def test_line_edits_of_a_naive_kernel_compile_and_are_right(name):
     task, code, entry = naive(name)
     size = min(task.sizes("train"), key=lambda s: math.prod(s.values()))
     made = {rule: new for rule in LINE_EDITS if (new := line_edit(code, entry, rule))}
-    made["bounded"] = line_edit(code, entry, "omp_inner", bound=True)
+    made["bounded"] = line_edit(code, entry, "omp_inner", gate="work")
     assert len(made) >= 3
     for rule, new in made.items():
         o = evaluate(task, f"```c\n{new}```", size, FAST)
@@ -328,14 +328,42 @@ def test_line_edits_of_a_naive_kernel_compile_and_are_right(name):
 
 def test_a_bounded_line_edit_puts_the_work_bound_in_the_thread_pragma_s_if_clause():
     _, dgemm, entry = naive("dgemm")
-    made = line_edit(dgemm, entry, "omp_outer", bound=True)
+    made = line_edit(dgemm, entry, "omp_outer", gate="work")
     assert f"    #pragma omp parallel for if((long)(M) * (N) * (K) > {MIN_PARALLEL_WORK})\n" \
         "    for (int i = 0;" in made
     assert made.count("for (") == dgemm.count("for (")  # one copy of the nest
-    assert " if(" not in line_edit(dgemm, entry, "simd_inner", bound=True)
+    assert " if(" not in line_edit(dgemm, entry, "simd_inner", gate="work")
     # a loop whose count has no plain form gets no bound to put there: threaded as it was
     code = "void f(double *x, int n) {\n  for (int i = 0; i < n; i += 2)\n    x[i] = 0.0;\n}\n"
-    assert line_edit(code, "f", "omp_outer", bound=True) == line_edit(code, "f", "omp_outer")
+    assert line_edit(code, "f", "omp_outer", gate="work") == line_edit(code, "f", "omp_outer")
+    assert line_edit(code, "f", "omp_outer", gate="loop") == line_edit(code, "f", "omp_outer")
+
+
+def test_a_loop_gate_copies_the_bound_of_the_line_below_it():
+    """gate "loop": the threaded loop's own bound as its line writes it, one name a student
+    copies from the next line, not the nest's sizes from lines far below."""
+    _, dgemm, entry = naive("dgemm")
+    made = line_edit(dgemm, entry, "omp_outer", gate="loop")
+    assert f"    #pragma omp parallel for if(M > {LOOP_GATE_TRIPS})\n    for (int i = 0;" in made
+    assert made.count("for (") == dgemm.count("for (")  # one copy of the nest
+    _, jacobi, entry = naive("jacobi2d")
+    assert line_edit(jacobi, entry, "omp_inner", gate="loop").count(
+        f"#pragma omp parallel for if(N - 1 > {LOOP_GATE_TRIPS})") == 2
+    # a loop that starts where the data says (a CSR row) has no bound to copy: no such edit
+    _, spmv, entry = naive("spmv")
+    assert line_edit(spmv, entry, "omp_inner", gate="work") is not None
+    assert line_edit(spmv, entry, "omp_inner", gate="loop") is None
+    with pytest.raises(ValueError, match="gate 'size'"):
+        line_edit(dgemm, entry, "omp_outer", gate="size")
+
+
+def test_a_loop_gated_edit_is_right_on_either_side_of_its_gate():
+    """dgemv's row loop gated at LOOP_GATE_TRIPS rows: right on either side of the gate."""
+    task, code, entry = naive("dgemv")
+    made = line_edit(code, entry, "omp_outer", gate="loop")
+    for rows in (LOOP_GATE_TRIPS - 1, 4 * LOOP_GATE_TRIPS):
+        o = evaluate(task, f"```c\n{made}```", {"M": rows, "N": 300}, FAST)
+        assert o.ok, (rows, o.message)
 
 
 # -- unroll_jam ------------------------------------------------------------------------------

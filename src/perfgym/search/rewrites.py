@@ -112,15 +112,27 @@ def applicable(code: str, entry_name: str) -> dict[str, str]:
 
 # The rewrites that only add a pragma above a loop, which `line_edit` writes into a kernel's text
 LINE_EDITS = ("omp_outer", "omp_inner", "simd_inner")
+# The "loop" gate of line_edit: a thread pragma's `if` clause on its loop's own bound, copied
+# from the loop's line (`for (int i = 0; i < N - 1; i++)`: `N - 1`; a loop that starts at
+# no literal, as a CSR row's `j = row_ptr[i]`, has no bound to copy). Threads start past
+# LOOP_GATE_TRIPS iterations of the threaded loop, whatever its body does. 16, as UNREAD_TRIPS:
+# a handful of rows stays on one thread; chosen, not tuned (no run measured another value).
+LOOP_GATE_TRIPS = 16
+_LOOP_BOUND = re.compile(r"\s*for\s*\(\s*(?:[A-Za-z_]\w*\s+)*[A-Za-z_]\w*\s*=\s*\d+\s*;"
+                         r"\s*[A-Za-z_]\w*\s*<\s*([^;=<>][^;]*);")
 _PREPROCESSOR = ("#include", "#define", "#if", "#endif", "#else", "#undef")
 
 
-def line_edit(code: str, entry_name: str, name: str, bound: bool = False) -> str | None:
+def line_edit(code: str, entry_name: str, name: str, gate: str | None = None) -> str | None:
     """`code` with the pragmas of the rewrite `name` (one of LINE_EDITS), each written as one
     line above its loop in `code`'s own text, and nothing else changed: no line re-printed and
-    one copy of each nest. No work bound, so threads at every size; with `bound`, the
-    rewrite's work bound as the thread pragma's `if(...)` clause. None where the rewrite does
-    not apply, or a loop it threads does not start its line or has a pragma line above it.
+    one copy of each nest. No `gate`: threads at every size. Where the rewrite bounds a
+    threaded loop's work, `gate` "work" writes that bound as the thread pragma's `if(...)`
+    clause (`if((long)(M) * (N) * (K) > 32768)`), and "loop" the loop's own bound as it is
+    written on the line below the pragma (`if(M > 16)`, LOOP_GATE_TRIPS). None where the
+    rewrite does not apply, a loop it threads does not start its line or has a pragma line
+    above it, or (gate "loop") a gated loop's line is not `for (... = literal; counter <
+    bound; ...)`.
 
     Why: `rewrite` prints the whole kernel again (its parentheses, braces and casts) and copies
     a threaded nest under a work bound. Trained on such pairs, a 135M student wrote an unseen
@@ -128,7 +140,12 @@ def line_edit(code: str, entry_name: str, name: str, bound: bool = False) -> str
     in the nest's second copy (docs/training/learning-speed.md). This form is the edit itself.
     The `if` clause is not `rewrite`'s bound (`_versioned`: false, it still enters the OpenMP
     runtime), but without any bound the right stencil edits of the unbounded form's student
-    ran at 0.75x naive over the train sizes: 0.08x at the smallest (3 x 50 x 7)."""
+    ran at 0.75x naive over the train sizes: 0.08x at the smallest (3 x 50 x 7). And the
+    "work" bound names every size of the nest, some from lines far below: trained on it, the
+    student wrote stencil3d's as `(long)(NX) * (NY) * (Z)` (no `Z` there) in 11 of 15
+    answers, all compile errors. The "loop" gate names one bound, the one on the next line."""
+    if gate not in (None, "work", "loop"):
+        raise ValueError(f"gate {gate!r}: None, 'work' or 'loop'")
     if name not in LINE_EDITS or len(code) > MAX_CODE_CHARS or "\\\n" in code:
         return None
     from pycparser import c_parser
@@ -172,8 +189,13 @@ def line_edit(code: str, entry_name: str, name: str, bound: bool = False) -> str
         pragma_above = line > 1 and lines[line - 2].strip().startswith("#pragma")
         if len(indent) != column - 1 or pragma_above:
             return None
-        if bound and line in bounds and pragma.startswith("omp parallel"):
-            pragma += f" if({bounds[line]})"
+        if gate and line in bounds and pragma.startswith("omp parallel"):
+            if gate == "work":
+                pragma += f" if({bounds[line]})"
+            elif written := _LOOP_BOUND.match(at):
+                pragma += f" if({written.group(1).strip()} > {LOOP_GATE_TRIPS})"
+            else:
+                return None
         lines.insert(line - 1, f"{indent}#pragma {pragma}")
     return "\n".join(lines) + ("\n" if code.endswith("\n") else "")
 
