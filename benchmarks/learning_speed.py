@@ -56,8 +56,8 @@ timing is only comparable with timings from the same kind):
    training task up to MIX_PER_TASK correct answers at about the naive kernel's speed (`mix`);
    with --rewrite-pairs N, up to N textbook rewrites of each naive kernel, made by rule
    (`rewrite_pairs`; --rewrite-form edit, edit-if or edit-if-loop: only pragma lines added to
-   the naive kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N of the
-   base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
+   the naive kernel's text), kept when faster, the fastest first; with --mix-copies N, up to N
+   of the base model's correct answers that are copies of the naive kernel (`copies_from_pilot`);
    with --mix-naive N, each training task's naive kernel N times (`naive_answers`);
    with --rename-accumulators, each reduction's scalar renamed in every answer
    (`renamed_accumulators`), and with --plain-casts each `((long) i)` written `(long) i`

@@ -1,6 +1,6 @@
 """A task's expert kernel and perfgym's own rewrites of its naive kernel (search/rewrites.py:
-each rule's printed form, and omp_outer's edit-if and edit-if-loop line edits), judged at the train and the
-held-out sizes, as the speedup over the naive kernel per size and folded.
+each rule's printed form, and omp_outer's edit-if and edit-if-loop line edits), judged at the
+train and the held-out sizes, as the speedup over the naive kernel per size and folded.
 
     python benchmarks/rewrite_forms.py [--task colsum] [--json OUT]
 

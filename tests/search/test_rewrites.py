@@ -3,8 +3,8 @@ they refuse, and that what they make is right (compiled, checked and timed by th
 import pytest
 
 from perfgym import EvalConfig, evaluate, get_task
-from perfgym.search.rewrites import (LINE_EDITS, LOOP_GATE_TRIPS, MIN_PARALLEL_WORK, UNREAD_TRIPS, applicable,
-                                     line_edit, rewrite)
+from perfgym.search.rewrites import (LINE_EDITS, LOOP_GATE_TRIPS, MIN_PARALLEL_WORK,
+                                     UNREAD_TRIPS, applicable, line_edit, rewrite)
 
 FAST = EvalConfig(max_time=0.2, max_samples=10, min_samples=3)
 
