@@ -45,9 +45,10 @@ def test_a_stale_call_between_the_checked_ones_is_caught(seed):
 
 def test_a_kernel_stale_on_every_other_call_is_caught():
     """stale_alternate.c is stale on half the late calls: seen unless all four of the sample
-    are its right ones, 1 run in 16 (15 of 300 runs here, 2-core Zen 4). The sample's draws are
-    the operating system's, so the test asks for a catch within six runs (all six missing: 1 in
-    16.7 million; three, which CI once saw, 1 in 4096) and every run before it OK."""
+    are its right ones, 1 run in 16 (15 and 18 of 300 runs, benchmarks/late_check_miss_rate.py,
+    2-core Zen 4). The sample's draws are the operating system's, so the test asks for a catch
+    within six runs (all six missing: 1 in 16.7 million; three, which CI once saw, 1 in 4096)
+    and every run before it OK."""
     outcomes = []
     for seed in range(1, 7):
         outcomes.append(evaluate(get_task("dgemv"), (KERNELS / "stale_alternate.c").read_text(),
