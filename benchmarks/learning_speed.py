@@ -6,8 +6,8 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
-        [--hand-back-at-loop] [--grpo-weights TASK=K,...] [--sft-weights TASK=K,...]
-        [--grpo-guide TASK,...]
+        [--hand-back-at-loop] [--anchor-body] [--grpo-weights TASK=K,...]
+        [--sft-weights TASK=K,...] [--grpo-guide TASK,...]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -64,7 +64,8 @@ timing is only comparable with timings from the same kind):
    (`plain_casts`), before the judging; with --answer-form edits every answer is the
    SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`: a copy of
    the naive kernel is an edit that changes nothing, with --hand-back-at-loop that of its
-   loop line; a pair that is the naive kernel and a rewrite whose blocks are no shorter than
+   loop line; with --anchor-body a pragma's and a hand-back's block holds its loop's body
+   too (edits.loop_end); a pair that is the naive kernel and a rewrite whose blocks are no shorter than
    it are left out), the trained
    arms are asked for edits by EDIT_PROMPTS, their answers are not opened, and what is judged
    is the kernel the edits make (`with_edit_errors`); the base model and the teacher answer
@@ -598,7 +599,7 @@ def opened_answer(task_name: str, code: str) -> str | None:
 
 
 def edit_answer(task_name: str, code: str, hand_back: bool = False,
-                at_loop: bool = False) -> tuple[str | None, str]:
+                at_loop: bool = False, body: bool = False) -> tuple[str | None, str]:
     """(the kernel as an edit answer, "") or (None, why not): the SEARCH/REPLACE blocks that
     make it from the naive kernel the improve prompt shows (perfgym.edits.edits_between).
     The naive kernel itself is an edit that changes nothing (perfgym.edits.no_change) where
@@ -606,19 +607,22 @@ def edit_answer(task_name: str, code: str, hand_back: bool = False,
     None for a rewrite, whose blocks are no shorter than the kernel: they would teach copying
     whole kernels into SEARCH, the copying this form is there to spare (234 of the 237
     teacher pairs of 2026-12-01 are such). `at_loop` (--hand-back-at-loop): a hand-back is
-    the no-change edit of the kernel's first loop line, whatever the copy added (headers)."""
+    the no-change edit of the kernel's first loop line, whatever the copy added (headers).
+    `body` (--anchor-body): a block anchored on a loop line holds the loop's body too."""
     from perfgym.edits import edits_between, no_change
     from perfgym.tasks import get_task
     from perfgym.train.grpo import prompt_kernel
     kernel = prompt_kernel(get_task(task_name), eval_config())
     if hand_back and at_loop:
-        return no_change(kernel, at_loop=True), ""
-    text = edits_between(kernel, code)
+        return no_change(kernel, at_loop=True, body=body), ""
+    text = edits_between(kernel, code, body=body)
     if not text:
-        return (no_change(kernel), "") if hand_back else (None, "the naive kernel: no edit")
-    if len(text) >= len(code):
+        return (no_change(kernel, body=body), "") if hand_back else \
+            (None, "the naive kernel: no edit")
+    # a body-anchored block writes its loop's lines twice (SEARCH and REPLACE)
+    if len(text) >= len(code) * (2 if body else 1):
         return None, (f"a rewrite, not an edit: its edits ({len(text)} characters) are no "
-                      f"shorter than the kernel ({len(code)})")
+                      f"shorter than the kernel ({len(code)}{' twice' if body else ''})")
     return text, ""
 
 
@@ -931,14 +935,14 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               copies_per_task: int = 0, naive_per_task: int = 0,
               rename_accumulators: bool = False, plain_index_casts: bool = False,
               templates: Path | None = None, answer_form: str = "code",
-              hand_back_at_loop: bool = False) -> None:
+              hand_back_at_loop: bool = False, anchor_body: bool = False) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
     kernel (naive_answers), never a held-out task; the prompts from `templates` (--prompts)
     where it has them; each kernel as an opened answer, or in the edit form as the edits that
     make it from the naive kernel (`edit_answer`; `hand_back_at_loop`: its copies anchored on
-    the loop line)."""
+    the loop line; `anchor_body`: each block anchored on a loop holds its body too)."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
@@ -956,7 +960,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
         if rename_accumulators:  # (the opened form renames the answer below)
             code = renamed_accumulators(task, code, ident)
         text, why = edit_answer(task, plain_casts(code) if plain_index_casts else code,
-                                hand_back, at_loop=hand_back_at_loop)
+                                hand_back, at_loop=hand_back_at_loop, body=anchor_body)
         if text is None:
             skipped[ident] = why
         return text
@@ -1002,6 +1006,7 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
     summary["plain_casts"] = plain_index_casts  # --plain-casts
     summary["answer_form"] = answer_form  # --answer-form
     summary["hand_back_at_loop"] = hand_back_at_loop  # --hand-back-at-loop
+    summary["anchor_body"] = anchor_body  # --anchor-body
     # which teacher data this run used: the committed file grows with later searches
     summary["pairs_file"] = {"path": str(pairs_file), "pairs": len(every_pair),
                              "sha256": hashlib.sha256(pairs_file.read_bytes()).hexdigest()}
@@ -1648,6 +1653,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="with --answer-form edits: write each handed-back copy (--mix-copies, "
                          "--mix-naive) as the no-change edit of the kernel's loop line, where "
                          "the student's pragma edits anchor")
+    ap.add_argument("--anchor-body", action="store_true",
+                    help="with --answer-form edits: a pragma edit's and a hand-back's block "
+                         "holds its loop's body with the loop line, so the student writes "
+                         "the body (a reduction's sum +=, a scan's y[i] = sum) before the "
+                         "pragma")
     ap.add_argument("--prompts", default=None, metavar="DIR",
                     help="prompt templates overriding perfgym's for the base model and the "
                          "student (pilot, SFT data, GRPO, evaluations; not the teacher), "
@@ -1739,6 +1749,8 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
                          "edits")
     if args.hand_back_at_loop and args.answer_form != "edits":
         raise InputError("--hand-back-at-loop writes edit answers: give --answer-form edits")
+    if args.anchor_body and args.answer_form != "edits":
+        raise InputError("--anchor-body writes edit answers: give --answer-form edits")
     check_templates(args.prompts)
     check_same_run(out, keep_dir)
     if args.report_only or args.confirm_only:
@@ -1909,7 +1921,8 @@ def chains(args: argparse.Namespace, out: Path, seeds: list[int], stage, evaluat
                                  plain_index_casts=args.plain_casts,
                                  templates=templates_of(args),
                                  answer_form=args.answer_form,
-                                 hand_back_at_loop=args.hand_back_at_loop))
+                                 hand_back_at_loop=args.hand_back_at_loop,
+                                 anchor_body=args.anchor_body))
     # the naive kernels timed again before any evaluation, where the pilot and the data stage
     # left copies in this machine's cache (a new machine's empty cache has none: it is kept)
     stage("baselines", out / "baselines.json", ["--baselines"])

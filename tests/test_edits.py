@@ -149,3 +149,60 @@ def test_no_change_at_the_loop_of_a_kernel_without_a_loop_is_its_first_line():
 def test_no_change_of_a_kernel_whose_every_line_repeats_is_the_whole_kernel():
     kernel = "x;\nx;\n"
     assert apply_edits(kernel, no_change(kernel)) == kernel
+
+
+def pragma_above_first_loop(kernel: str, pragma: str) -> str:
+    lines = kernel.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.strip().startswith("for"))
+    return "\n".join(lines[:at] + [pragma] + lines[at:]) + "\n"
+
+
+def test_a_body_anchored_pragma_edit_carries_the_loop_body_the_student_must_read():
+    """edits_between(body=True): the block of a pragma inserted above a loop holds the loop's
+    body, so the reduction's accumulate (dot) and the scan's store (prefix_sum) are written
+    in SEARCH before the pragma; without `body` the loop line alone."""
+    for name, body in (("dot", ["sum += x[i] * y[i];"]),
+                       ("prefix_sum", ["sum += x[i];", "y[i] = sum;", "}"])):
+        before = naive(name)
+        after = pragma_above_first_loop(before, "#pragma omp simd")
+        ((search, replace),) = parse_edits(edits_between(before, after, body=True))
+        assert [s.strip() for s in search[1:]] == body
+        assert replace[0] == "#pragma omp simd" and replace[1:] == search
+        assert apply_edits(before, edits_between(before, after, body=True)) == after
+        ((search, _),) = parse_edits(edits_between(before, after))
+        assert len(search) == 1 and search[0].lstrip().startswith("for")
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_body_anchored_edits_make_the_target_on_every_task(name):
+    """Whatever the nest (braces or none, one-line loops, nests longer than a block's cap),
+    the body-anchored blocks still make the kernel they were made from, and a hand-back at
+    the loop gives the naive kernel back."""
+    before = naive(name)
+    expert = get_task(name).expert
+    targets = [expert.read_text()] if expert and expert.exists() else []
+    targets.append(pragma_above_first_loop(before, "#pragma omp parallel for"))
+    for after in targets:
+        text = edits_between(before, after, body=True)
+        assert apply_edits(before, text).splitlines() == after.splitlines()
+    text = no_change(before, at_loop=True, body=True)
+    assert apply_edits(before, text) == before.rstrip("\n") + "\n"
+    ((search, replace),) = parse_edits(text)
+    assert search == replace and search[0].lstrip().startswith("for")
+
+
+@pytest.mark.parametrize("lines, at, end", [
+    (["for (i = 0; i < N; i++)", "    s += x[i];", "y = s;"], 0, 2),  # one statement
+    (["for (i = 0; i < N; i++) {", "  a;", "  b;", "}", "c;"], 0, 4),  # a braced body
+    (["for (i = 0; i < N; i++) y[i] = 0;", "z;"], 0, 1),  # a loop on one line
+    (["for (i...)", "for (j...)", "for (k...)", "  c += a * b;", "d;"], 0, 4),  # a bare nest
+    (["for (i...) {", "  for (j...) {", "    a;", "    b;", "    c;", "  }", "}"], 0, 3),
+    (["int s = 0;", "for (i...)", "  s++;"], 0, 1),  # not a loop line: itself
+])
+def test_loop_end_takes_a_short_loop_whole_and_a_long_one_to_its_first_statement(
+        lines, at, end):
+    """loop_end: past the body's last line for a loop of at most `most` (6) lines, past its
+    first statement for a longer one (the second braced nest: 7 lines), the line alone for
+    a line that opens no loop."""
+    from perfgym.edits import loop_end
+    assert loop_end(lines, at) == end

@@ -692,6 +692,7 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--confirm-only"], "nothing to report"),
     (["--mix-naive", "-1"], "--mix-naive is 0 or more"),
     (["--hand-back-at-loop"], "give --answer-form edits"),
+    (["--anchor-body"], "give --answer-form edits"),
     (["--grpo-weights", "dot=0"], "--grpo-weights takes TRAIN_TASK=K pairs"),
     (["--grpo-weights", "histogram=3"], "got 'histogram=3'"),  # held out: never trained on
     (["--grpo-weights", "dot"], "--grpo-weights takes TRAIN_TASK=K pairs"),
@@ -1339,6 +1340,42 @@ def test_hand_back_at_loop_writes_each_copy_as_the_no_change_edit_of_its_loop_li
     assert "#include <omp.h>" in before["dot/pilot-copy#0"]  # the copy's own edit
     assert before["dot/naive#0"] == no_change(naive)
     assert json.loads((tmp_path / "data.json").read_text())["hand_back_at_loop"] is False
+
+
+def test_anchor_body_writes_each_pragma_edit_and_hand_back_with_its_loop_body(
+        tmp_path, monkeypatch):
+    """--anchor-body: dot's threaded pair and its hand-back put `sum += x[i] * y[i];` in
+    SEARCH, above the pragma the student writes; prefix_sum's hand-back holds the scan's
+    store; every answer still makes its kernel. Without it, the loop line alone."""
+    from perfgym.edits import apply_edits, parse_edits
+    stub_data_stage(tmp_path, monkeypatch, "dot", "", lambda text: 2.0)
+    naive = {t: get_task(t).baseline.read_text() for t in ("dot", "prefix_sum")}
+    (tmp_path / "pairs.jsonl").write_text(json.dumps(pair("dot", threaded("dot")).__dict__)
+                                          + "\n")
+
+    def answers(**settings) -> dict[str, str]:
+        ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], naive_per_task=1,
+                     answer_form="edits", hand_back_at_loop=True, **settings)
+        records = [json.loads(x) for x in (tmp_path / "sft_data.jsonl").read_text()
+                   .splitlines()]
+        return {r["kernel"]: r["completion"][0]["content"] for r in records
+                if r["task"] in naive}
+
+    body = answers(anchor_body=True)
+    assert json.loads((tmp_path / "data.json").read_text())["anchor_body"] is True
+    pair_text = next(v for k, v in body.items() if "naive" not in k and "omp" in v)
+    ((search, replace),) = parse_edits(pair_text)
+    assert search[-1].strip() == "sum += x[i] * y[i];"
+    assert replace == ["#pragma omp parallel for", *search]
+    assert apply_edits(naive["dot"], pair_text) == threaded("dot").rstrip("\n") + "\n"
+    for task in naive:
+        ((search, replace),) = parse_edits(body[f"{task}/naive#0"])
+        assert search == replace and search[0].lstrip().startswith("for")
+        assert apply_edits(naive[task], body[f"{task}/naive#0"]).strip() == naive[task].strip()
+    assert "y[i] = sum;" in body["prefix_sum/naive#0"]
+    plain = answers()
+    assert json.loads((tmp_path / "data.json").read_text())["anchor_body"] is False
+    assert all(len(parse_edits(v)[0][0]) == 1 for v in plain.values())
 
 
 def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(
