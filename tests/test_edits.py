@@ -198,6 +198,8 @@ def test_body_anchored_edits_make_the_target_on_every_task(name):
     (["for (i...)", "for (j...)", "for (k...)", "  c += a * b;", "d;"], 0, 4),  # a bare nest
     (["for (i...) {", "  for (j...) {", "    a;", "    b;", "    c;", "  }", "}"], 0, 3),
     (["int s = 0;", "for (i...)", "  s++;"], 0, 1),  # not a loop line: itself
+    (["for (i...)  // rows", "  s += a[i];  /* sum */", "y = s;"], 0, 2),  # comments
+    (["for (i...) { /* all */", "  a; // one", "} // done", "c;"], 0, 3),
 ])
 def test_loop_end_takes_a_short_loop_whole_and_a_long_one_to_its_first_statement(
         lines, at, end):

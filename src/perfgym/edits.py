@@ -21,8 +21,10 @@ one place, is a format error that says which block and why.
 from __future__ import annotations
 
 import difflib
+import re
 
 SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
+_COMMENT = re.compile(r"//.*|/\*.*?\*/")  # a comment within one line
 MAX_EDITS = 32  # blocks read in one answer
 
 
@@ -162,12 +164,13 @@ def loop_end(lines: list[str], at: int, most: int = 6) -> int:
     `sum += x[i] * y[i];` or the scan's `y[i] = sum;` just above the pragma it writes."""
     if not lines[at].lstrip().startswith("for"):
         return at + 1
+    code = [_COMMENT.sub("", x).rstrip() for x in lines]  # `a; // why` ends a statement
     depth = 0
     for k in range(at, min(len(lines), at + most)):
-        depth += lines[k].count("{") - lines[k].count("}")
-        if depth <= 0 and lines[k].rstrip().endswith((";", "}")):
+        depth += code[k].count("{") - code[k].count("}")
+        if depth <= 0 and code[k].endswith((";", "}")):
             return k + 1
-    first = next((k for k in range(at, len(lines)) if lines[k].rstrip().endswith(";")), at)
+    first = next((k for k in range(at, len(lines)) if code[k].endswith(";")), at)
     return first + 1
 
 
