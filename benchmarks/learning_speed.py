@@ -615,15 +615,16 @@ def edit_answer(task_name: str, code: str, hand_back: bool = False,
     kernel = prompt_kernel(get_task(task_name), eval_config())
     if hand_back and at_loop:
         return no_change(kernel, at_loop=True, body=body), ""
-    text = edits_between(kernel, code, body=body)
+    text = edits_between(kernel, code)
     if not text:
         return (no_change(kernel, body=body), "") if hand_back else \
             (None, "the naive kernel: no edit")
-    # a body-anchored block writes its loop's lines twice (SEARCH and REPLACE)
-    if len(text) >= len(code) * (2 if body else 1):
+    if len(text) >= len(code):
         return None, (f"a rewrite, not an edit: its edits ({len(text)} characters) are no "
-                      f"shorter than the kernel ({len(code)}{' twice' if body else ''})")
-    return text, ""
+                      f"shorter than the kernel ({len(code)})")
+    # edit or rewrite is told on the line-anchored blocks: a body-anchored one writes its
+    # loop's lines twice, and a length allowance for that let whole-kernel blocks in
+    return (edits_between(kernel, code, body=True) if body else text), ""
 
 
 def usable_pairs(pairs: list, skipped: dict) -> list:

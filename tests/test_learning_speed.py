@@ -1383,10 +1383,12 @@ def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(
     """A teacher's rewrite of the whole kernel would be taught as a SEARCH of the whole naive
     kernel: the copying this form spares the student. It is left out, and data.json says so."""
     stub_data_stage(tmp_path, monkeypatch, "dot", FAST_DOT, lambda text: 2.0)
-    with pytest.raises(SystemExit, match="none of the 1 usable pairs"):
-        ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], answer_form="edits")
-    (why,) = json.loads((tmp_path / "data.json").read_text())["skipped"].values()
-    assert why.startswith("a rewrite, not an edit")
+    for anchor_body in (False, True):  # (body-anchored blocks are longer: still told apart)
+        with pytest.raises(SystemExit, match="none of the 1 usable pairs"):
+            ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], answer_form="edits",
+                         anchor_body=anchor_body)
+        (why,) = json.loads((tmp_path / "data.json").read_text())["skipped"].values()
+        assert why.startswith("a rewrite, not an edit")
     ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [])  # the code form takes it
     # rewrite pairs alone are data enough
     monkeypatch.setattr(ls, "rewrite_pairs", lambda form="printed": [
