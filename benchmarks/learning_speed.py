@@ -6,7 +6,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--out runs/learning_speed] [--seeds 1,2,3] [--steps 4] [--rewrite-pairs N]
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
-        [--hand-back-at-loop] [--anchor-body] [--grpo-weights TASK=K,...]
+        [--hand-back-at-loop] [--anchor-body [loop|leaf]] [--grpo-weights TASK=K,...]
         [--sft-weights TASK=K,...] [--grpo-guide TASK,...]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
@@ -65,8 +65,8 @@ timing is only comparable with timings from the same kind):
    SEARCH/REPLACE blocks that make its kernel from the naive one (`edit_answer`: a copy of
    the naive kernel is an edit that changes nothing, with --hand-back-at-loop that of its
    loop line; with --anchor-body a pragma's and a hand-back's block holds its loop's body
-   too (edits.loop_end); a pair that is the naive kernel and a rewrite whose blocks are no shorter than
-   it are left out), the trained
+   too (edits.loop_end; `leaf`: only a loop with no loop inside); a pair that is the naive
+   kernel and a rewrite whose blocks are no shorter than it are left out), the trained
    arms are asked for edits by EDIT_PROMPTS, their answers are not opened, and what is judged
    is the kernel the edits make (`with_edit_errors`); the base model and the teacher answer
    with whole kernels (`arm_form`);
@@ -599,7 +599,7 @@ def opened_answer(task_name: str, code: str) -> str | None:
 
 
 def edit_answer(task_name: str, code: str, hand_back: bool = False,
-                at_loop: bool = False, body: bool = False) -> tuple[str | None, str]:
+                at_loop: bool = False, body: str | None = None) -> tuple[str | None, str]:
     """(the kernel as an edit answer, "") or (None, why not): the SEARCH/REPLACE blocks that
     make it from the naive kernel the improve prompt shows (perfgym.edits.edits_between).
     The naive kernel itself is an edit that changes nothing (perfgym.edits.no_change) where
@@ -608,7 +608,8 @@ def edit_answer(task_name: str, code: str, hand_back: bool = False,
     whole kernels into SEARCH, the copying this form is there to spare (234 of the 237
     teacher pairs of 2026-12-01 are such). `at_loop` (--hand-back-at-loop): a hand-back is
     the no-change edit of the kernel's first loop line, whatever the copy added (headers).
-    `body` (--anchor-body): a block anchored on a loop line holds the loop's body too."""
+    `body` (--anchor-body "loop" or "leaf"): a block anchored on a loop line holds the loop's
+    body too (edits.loop_end)."""
     from perfgym.edits import edits_between, no_change
     from perfgym.tasks import get_task
     from perfgym.train.grpo import prompt_kernel
@@ -624,7 +625,7 @@ def edit_answer(task_name: str, code: str, hand_back: bool = False,
                       f"shorter than the kernel ({len(code)})")
     # edit or rewrite is told on the line-anchored blocks: a body-anchored one writes its
     # loop's lines twice, and a length allowance for that let whole-kernel blocks in
-    return (edits_between(kernel, code, body=True) if body else text), ""
+    return (edits_between(kernel, code, body=body) if body else text), ""
 
 
 def usable_pairs(pairs: list, skipped: dict) -> list:
@@ -936,14 +937,15 @@ def make_data(out: Path, pairs_file: Path, run_dirs: list[Path],
               copies_per_task: int = 0, naive_per_task: int = 0,
               rename_accumulators: bool = False, plain_index_casts: bool = False,
               templates: Path | None = None, answer_form: str = "code",
-              hand_back_at_loop: bool = False, anchor_body: bool = False) -> None:
+              hand_back_at_loop: bool = False, anchor_body: str | None = None) -> None:
     """The SFT data: verified pairs, up to `rewrites_per_task` rewrite pairs a task
     (rewrite_pairs), the anti-forgetting mix, up to `copies_per_task` of the base model's
     correct copies a task (copies_from_pilot) and `naive_per_task` copies of each task's naive
     kernel (naive_answers), never a held-out task; the prompts from `templates` (--prompts)
     where it has them; each kernel as an opened answer, or in the edit form as the edits that
     make it from the naive kernel (`edit_answer`; `hand_back_at_loop`: its copies anchored on
-    the loop line; `anchor_body`: each block anchored on a loop holds its body too)."""
+    the loop line; `anchor_body`: each block anchored on a loop, "leaf" one with no loop
+    inside, holds its body too)."""
     from perfgym.train.pairs import read_pairs
     from perfgym.train.sft_data import write_examples
     skipped: dict[str, str] = {}
@@ -1654,11 +1656,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="with --answer-form edits: write each handed-back copy (--mix-copies, "
                          "--mix-naive) as the no-change edit of the kernel's loop line, where "
                          "the student's pragma edits anchor")
-    ap.add_argument("--anchor-body", action="store_true",
+    ap.add_argument("--anchor-body", nargs="?", const="loop", choices=("loop", "leaf"),
+                    default=None,
                     help="with --answer-form edits: a pragma edit's and a hand-back's block "
                          "holds its loop's body with the loop line, so the student writes "
                          "the body (a reduction's sum +=, a scan's y[i] = sum) before the "
-                         "pragma")
+                         "pragma; leaf: only where the loop holds no loop (nests keep the "
+                         "loop line alone)")
     ap.add_argument("--prompts", default=None, metavar="DIR",
                     help="prompt templates overriding perfgym's for the base model and the "
                          "student (pilot, SFT data, GRPO, evaluations; not the teacher), "

@@ -158,17 +158,17 @@ def pragma_above_first_loop(kernel: str, pragma: str) -> str:
 
 
 def test_a_body_anchored_pragma_edit_carries_the_loop_body_the_student_must_read():
-    """edits_between(body=True): the block of a pragma inserted above a loop holds the loop's
+    """edits_between(body="loop"): the block of a pragma inserted above a loop holds its
     body, so the reduction's accumulate (dot) and the scan's store (prefix_sum) are written
     in SEARCH before the pragma; without `body` the loop line alone."""
     for name, body in (("dot", ["sum += x[i] * y[i];"]),
                        ("prefix_sum", ["sum += x[i];", "y[i] = sum;", "}"])):
         before = naive(name)
         after = pragma_above_first_loop(before, "#pragma omp simd")
-        ((search, replace),) = parse_edits(edits_between(before, after, body=True))
+        ((search, replace),) = parse_edits(edits_between(before, after, body="loop"))
         assert [s.strip() for s in search[1:]] == body
         assert replace[0] == "#pragma omp simd" and replace[1:] == search
-        assert apply_edits(before, edits_between(before, after, body=True)) == after
+        assert apply_edits(before, edits_between(before, after, body="loop")) == after
         ((search, _),) = parse_edits(edits_between(before, after))
         assert len(search) == 1 and search[0].lstrip().startswith("for")
 
@@ -182,13 +182,14 @@ def test_body_anchored_edits_make_the_target_on_every_task(name):
     expert = get_task(name).expert
     targets = [expert.read_text()] if expert and expert.exists() else []
     targets.append(pragma_above_first_loop(before, "#pragma omp parallel for"))
-    for after in targets:
-        text = edits_between(before, after, body=True)
-        assert apply_edits(before, text).splitlines() == after.splitlines()
-    text = no_change(before, at_loop=True, body=True)
-    assert apply_edits(before, text) == before.rstrip("\n") + "\n"
-    ((search, replace),) = parse_edits(text)
-    assert search == replace and search[0].lstrip().startswith("for")
+    for body in ("loop", "leaf"):
+        for after in targets:
+            text = edits_between(before, after, body=body)
+            assert apply_edits(before, text).splitlines() == after.splitlines()
+        text = no_change(before, at_loop=True, body=body)
+        assert apply_edits(before, text) == before.rstrip("\n") + "\n"
+        ((search, replace),) = parse_edits(text)
+        assert search == replace and search[0].lstrip().startswith("for")
 
 
 @pytest.mark.parametrize("lines, at, end", [
@@ -205,6 +206,32 @@ def test_loop_end_takes_a_short_loop_whole_and_a_long_one_to_its_first_statement
         lines, at, end):
     """loop_end: past the body's last line for a loop of at most `most` (6) lines, past its
     first statement for a longer one (the second braced nest: 7 lines), the line alone for
-    a line that opens no loop."""
+    a line that opens no loop; `leaf`: the line alone where a `for` is in what it took."""
     from perfgym.edits import loop_end
     assert loop_end(lines, at) == end
+    nest = any(x.lstrip().startswith("for") for x in lines[at + 1:end])
+    assert loop_end(lines, at, leaf=True) == (at + 1 if nest else end)
+
+
+def test_a_leaf_anchor_takes_a_one_loop_body_and_leaves_a_nest_on_its_loop_line():
+    """body="leaf": dot's and prefix_sum's single loops are anchored through their bodies as
+    with "loop"; a nest (dgemm, stencil3d) keeps its `for` line alone, so no nest is copied
+    into SEARCH; dgemv's inner loop, a leaf, takes its accumulate."""
+    for name in ("dot", "prefix_sum"):
+        before = naive(name)
+        after = pragma_above_first_loop(before, "#pragma omp simd")
+        assert edits_between(before, after, body="leaf") == edits_between(before, after,
+                                                                           body="loop")
+    for name in ("dgemm", "stencil3d"):
+        before = naive(name)
+        after = pragma_above_first_loop(before, "#pragma omp parallel for")
+        ((search, _),) = parse_edits(edits_between(before, after, body="leaf"))
+        assert len(search) == 1 and search[0].lstrip().startswith("for")
+        assert len(parse_edits(edits_between(before, after, body="loop"))[0][0]) > 1
+        ((search, _),) = parse_edits(no_change(before, at_loop=True, body="leaf"))
+        assert len(search) == 1
+    lines = naive("dgemv").splitlines()
+    inner = next(i for i, x in enumerate(lines) if x.strip().startswith("for (int j"))
+    after = "\n".join(lines[:inner] + ["#pragma omp simd"] + lines[inner:]) + "\n"
+    ((search, _),) = parse_edits(edits_between(naive("dgemv"), after, body="leaf"))
+    assert [s.strip() for s in search] == [lines[inner].strip(), lines[inner + 1].strip()]

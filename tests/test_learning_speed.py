@@ -1361,8 +1361,8 @@ def test_anchor_body_writes_each_pragma_edit_and_hand_back_with_its_loop_body(
         return {r["kernel"]: r["completion"][0]["content"] for r in records
                 if r["task"] in naive}
 
-    body = answers(anchor_body=True)
-    assert json.loads((tmp_path / "data.json").read_text())["anchor_body"] is True
+    body = answers(anchor_body="loop")
+    assert json.loads((tmp_path / "data.json").read_text())["anchor_body"] == "loop"
     pair_text = next(v for k, v in body.items() if "naive" not in k and "omp" in v)
     ((search, replace),) = parse_edits(pair_text)
     assert search[-1].strip() == "sum += x[i] * y[i];"
@@ -1374,7 +1374,7 @@ def test_anchor_body_writes_each_pragma_edit_and_hand_back_with_its_loop_body(
         assert apply_edits(naive[task], body[f"{task}/naive#0"]).strip() == naive[task].strip()
     assert "y[i] = sum;" in body["prefix_sum/naive#0"]
     plain = answers()
-    assert json.loads((tmp_path / "data.json").read_text())["anchor_body"] is False
+    assert json.loads((tmp_path / "data.json").read_text())["anchor_body"] is None
     assert all(len(parse_edits(v)[0][0]) == 1 for v in plain.values())
 
 
@@ -1383,7 +1383,7 @@ def test_the_edit_form_leaves_out_a_rewrite_whose_edits_are_no_shorter_than_it(
     """A teacher's rewrite of the whole kernel would be taught as a SEARCH of the whole naive
     kernel: the copying this form spares the student. It is left out, and data.json says so."""
     stub_data_stage(tmp_path, monkeypatch, "dot", FAST_DOT, lambda text: 2.0)
-    for anchor_body in (False, True):  # (body-anchored blocks are longer: still told apart)
+    for anchor_body in (None, "loop", "leaf"):  # (body-anchored blocks are longer)
         with pytest.raises(SystemExit, match="none of the 1 usable pairs"):
             ls.make_data(tmp_path, tmp_path / "pairs.jsonl", [], answer_form="edits",
                          anchor_body=anchor_body)

@@ -94,11 +94,12 @@ def apply_edits(kernel: str, text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def edits_between(before: str, after: str, body: bool = False) -> str:
+def edits_between(before: str, after: str, body: str | None = None) -> str:
     """SEARCH/REPLACE blocks that turn `before` into `after` (teacher data in this form): one
     block per changed run of lines, each made unique in `before` by the lines around it; a
-    pure insertion carries the line it goes before (or after, at the end), and with `body`,
-    where that line opens a loop, the loop's body too (`loop_end`). Where those blocks would
+    pure insertion carries the line it goes before (or after, at the end), and with `body`
+    ("loop", or "leaf" for a loop with no loop inside), where that line opens such a loop, the
+    loop's body too (`loop_end`). Where those blocks would
     not make `after`, one block replaces the whole kernel. The same kernel: "" (nothing to
     edit)."""
     old, new = before.splitlines(), after.splitlines()
@@ -112,7 +113,7 @@ def edits_between(before: str, after: str, body: bool = False) -> str:
         lo, hi, pre, post = i1, i2, [], []
         if lo == hi:  # an insertion: anchor it on a neighbouring line
             if hi < len(old):
-                hi = loop_end(old, lo) if body else hi + 1
+                hi = loop_end(old, lo, leaf=body == "leaf") if body else hi + 1
                 post = old[lo:hi]
             else:
                 lo -= 1
@@ -138,40 +139,48 @@ def edits_between(before: str, after: str, body: bool = False) -> str:
     return _blocks_text([(old, new)])
 
 
-def no_change(kernel: str, at_loop: bool = False, body: bool = False) -> str:
+def no_change(kernel: str, at_loop: bool = False, body: str | None = None) -> str:
     """An edit that changes nothing: its first line that occurs once, for itself (the whole
     kernel where no line does). The edit form's way to hand a kernel back (an answer with no
     edit is no answer). `at_loop`: its first such `for` line where it has one, the line a
     pragma edit anchors on, so the hand-back answers there what a pragma edit would; with
-    `body`, that loop's body too, as `edits_between(..., body=True)` anchors a pragma."""
+    `body`, that loop's body too, as `edits_between(..., body)` anchors a pragma."""
     lines = kernel.splitlines()
     once = [i for i, x in enumerate(lines) if x.strip() and len(_matches(lines, [x])) == 1]
     loops = [i for i in once if lines[i].lstrip().startswith("for")] if at_loop else []
     if not (loops or once):
         return _blocks_text([(lines, lines)])
     at = (loops or once)[0]
-    block = lines[at:loop_end(lines, at) if body else at + 1]
+    block = lines[at:loop_end(lines, at, leaf=body == "leaf") if body else at + 1]
     return _blocks_text([(block, block)])
 
 
-def loop_end(lines: list[str], at: int, most: int = 6) -> int:
+def loop_end(lines: list[str], at: int, most: int = 6, leaf: bool = False) -> int:
     """Where the loop whose `for` line is lines[at] ends: the index after its body's last line
     when the loop spans at most `most` lines, else after its first statement; `at + 1` for a
-    line that is no `for`. Why: a pragma edit anchored on the `for` line alone is written
-    before the student has the body in view, and a 135M student wrote one loop's pragma on
-    every one-loop kernel (`parallel for if(N > 16)`: no reduction on dot, threads on the
-    scan; docs/training/learning-speed.md); anchored through the body, its SEARCH lines put
-    `sum += x[i] * y[i];` or the scan's `y[i] = sum;` just above the pragma it writes."""
+    line that is no `for`, and (`leaf`) for a loop with another `for` in those lines.
+
+    Why: a pragma edit anchored on the `for` line alone is written before the student has the
+    body in view, and a 135M student wrote one loop's pragma on every one-loop kernel
+    (`parallel for if(N > 16)`: no reduction on dot, threads on the scan;
+    docs/training/learning-speed.md); anchored through the body, its SEARCH lines put `sum +=
+    x[i] * y[i];` or the scan's `y[i] = sum;` just above the pragma it writes. `leaf`: anchored
+    through whole nests, a probe's student copied stencil3d's nest into SEARCH and broke it."""
     if not lines[at].lstrip().startswith("for"):
         return at + 1
     code = [_COMMENT.sub("", x).rstrip() for x in lines]  # `a; // why` ends a statement
-    depth = 0
+    depth, end = 0, None
     for k in range(at, min(len(lines), at + most)):
         depth += code[k].count("{") - code[k].count("}")
         if depth <= 0 and code[k].endswith((";", "}")):
-            return k + 1
-    first = next((k for k in range(at, len(lines)) if code[k].endswith(";")), at)
-    return first + 1
+            end = k + 1
+            break
+    if end is None:
+        end = next((k for k in range(at, len(lines)) if code[k].endswith(";")), at) + 1
+    # a nest copied into SEARCH is what the edit form spares the student (probe: 2026-12-04)
+    if leaf and any(x.lstrip().startswith("for") for x in lines[at + 1:end]):
+        return at + 1
+    return end
 
 
 def _blocks_text(blocks: list[tuple[list[str], list[str]]]) -> str:
