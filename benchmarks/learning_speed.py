@@ -353,11 +353,11 @@ def parse_weights(text: str, flag: str = "--grpo-weights") -> dict[str, int]:
     return weights
 
 
-def parse_guide(text: str) -> list[str]:
-    """--grpo-guide TASK,...: the training tasks whose GRPO groups get a right answer."""
+def parse_guide(text: str, flag: str = "--grpo-guide") -> list[str]:
+    """--grpo-guide (or --sft-line-twins) TASK,...: training tasks, each named once."""
     tasks = [t.strip() for t in text.split(",") if t.strip()]
     if bad := [t for t in tasks if t not in TRAIN_TASKS]:
-        raise InputError(f"--grpo-guide takes training tasks among {', '.join(TRAIN_TASKS)}; "
+        raise InputError(f"{flag} takes training tasks among {', '.join(TRAIN_TASKS)}; "
                          f"got {bad[0]!r}")
     return tasks
 
@@ -1047,15 +1047,58 @@ def weighted_records(lines: list[str], weights: dict[str, int]) -> list[str]:
     return [line for line in lines for _ in range(weights.get(json.loads(line)["task"], 1))]
 
 
-def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None) -> None:
-    """Seed s's SFT. --sft-weights repeats records (`weighted_records`) and leaves the count
-    of steps as the records make it: the lever changes what a step sees, not how many."""
+def line_twin(record: dict) -> dict | None:
+    """The same kernel's edit answer with its blocks anchored on the loop line alone (a
+    hand-back: the no-change edit of the first loop line), where the record's own answer is
+    anchored through a loop's body; else None.
+
+    Why: under --anchor-body leaf a scan's SEARCH is the whole loop, a nest's the `for` line.
+    A student that starts the scan's SEARCH as a nest's (the `for` line, then `=======`)
+    meets a point the data never showed it for that task, and writes the nests' pragma
+    there: 14 of 40 answers of the leaf run's seed-3 control to prefix_sum, sampled as its
+    evaluation samples, were `parallel for` without a reduction, each anchored on the `for`
+    line alone (docs/training/learning-speed.md). The twin answers from that point too."""
+    from perfgym.edits import apply_edits, edits_between, no_change
+    from perfgym.tasks import get_task
+    from perfgym.train.grpo import prompt_kernel
+    if record.get("answer_form") != "edits":
+        return None
+    kernel = prompt_kernel(get_task(record["task"]), eval_config())
+    answer = record["completion"][-1]["content"]
+    code = apply_edits(kernel, answer)
+    twin = (edits_between(kernel, code) if code.splitlines() != kernel.splitlines()
+            else no_change(kernel, at_loop=True))
+    if twin == answer or apply_edits(kernel, twin).splitlines() != code.splitlines():
+        return None
+    return {**record, "completion": [{"role": "assistant", "content": twin}],
+            "anchor": "line"}
+
+
+def twinned_records(lines: list[str], tasks: list[str]) -> list[str]:
+    """The SFT data's records (JSON lines), each record of `tasks` (--sft-line-twins) that
+    has a `line_twin` followed by it."""
+    out = []
+    for line in lines:
+        out.append(line)
+        record = json.loads(line)
+        if record["task"] in tasks and (twin := line_twin(record)):
+            out.append(json.dumps(twin))
+    return out
+
+
+def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None,
+            twins: list[str] = ()) -> None:
+    """Seed s's SFT. --sft-line-twins adds records (`twinned_records`), --sft-weights repeats
+    them (`weighted_records`); both leave the count of steps as the records of sft_data.jsonl
+    make it: the levers change what a step sees, not how many."""
     from perfgym.train.sft import SFTSettings, train
     pairs = out / "sft_data.jsonl"
     lines = pairs.read_text().splitlines()
-    if weights:
+    if weights or twins:
         pairs = out / f"sft_seed{seed}_data.jsonl"
-        pairs.write_text("".join(line + "\n" for line in weighted_records(lines, weights)))
+        pairs.write_text("".join(line + "\n" for line in
+                                 weighted_records(twinned_records(lines, list(twins)),
+                                                  weights or {})))
     train(SFTSettings(model_path=None, pairs=str(pairs),
                       output_dir=str(out / f"sft_seed{seed}"), seed=seed,
                       max_steps=sft_steps(len(lines)), **SFT))
@@ -1533,6 +1576,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                                           if (out / "sft_weights.json").is_file() else {}),
                      "grpo_guide": (json.loads((out / "grpo_guide.json").read_text())
                                     if (out / "grpo_guide.json").is_file() else []),
+                     "sft_line_twins": (json.loads((out / "sft_line_twins.json").read_text())
+                                        if (out / "sft_line_twins.json").is_file() else []),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
@@ -1681,6 +1726,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--sft-weights", default="", metavar="TASK=K,...",
                     help="SFT's data holds each record of TASK K times (1 unless named), in "
                          "as many steps: more of its sequences for tasks the student forgets")
+    ap.add_argument("--sft-line-twins", default="", metavar="TASK,...",
+                    help="with --anchor-body, SFT's data holds each record of TASK whose "
+                         "blocks are anchored through a loop's body twice: also anchored on "
+                         "the loop line alone, as a nest's pragma is")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1738,6 +1787,10 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     parse_weights(args.grpo_weights)
     parse_weights(args.sft_weights, "--sft-weights")
     parse_guide(args.grpo_guide)
+    parse_guide(args.sft_line_twins, "--sft-line-twins")
+    if args.sft_line_twins and not args.anchor_body:
+        raise InputError("--sft-line-twins twins answers anchored through a loop's body: "
+                         "give --anchor-body too")
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
@@ -1820,7 +1873,7 @@ def this_machine() -> dict:
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
         "machines.json", "confirm.json", "grpo_weights.json", "sft_weights.json",
-        "grpo_guide.json")
+        "grpo_guide.json", "sft_line_twins.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1879,6 +1932,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
             *(["--grpo-weights", args.grpo_weights] if args.grpo_weights else []),
             *(["--sft-weights", args.sft_weights] if args.sft_weights else []),
             *(["--grpo-guide", args.grpo_guide] if args.grpo_guide else []),
+            *(["--sft-line-twins", args.sft_line_twins] if args.sft_line_twins else []),
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
@@ -1963,7 +2017,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.pilot:
         return run_pilot(out, seeds, args.steps, templates, args.answer_form)
     if args.sft is not None:
-        return run_sft(out, args.sft, parse_weights(args.sft_weights, "--sft-weights"))
+        return run_sft(out, args.sft, parse_weights(args.sft_weights, "--sft-weights"),
+                       parse_guide(args.sft_line_twins, "--sft-line-twins"))
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps, templates,
                         json.loads((out / "pilot.json").read_text()).get("answer_form", "code"),
@@ -1984,6 +2039,8 @@ def main(argv: list[str] | None = None) -> None:
             same_weights(out, parse_weights(args.grpo_weights))
             same_weights(out, parse_weights(args.sft_weights, "--sft-weights"), "--sft-weights")
             same_weights(out, parse_guide(args.grpo_guide), "--grpo-guide")
+            same_weights(out, parse_guide(args.sft_line_twins, "--sft-line-twins"),
+                         "--sft-line-twins")
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}
