@@ -1788,14 +1788,14 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     parse_weights(args.sft_weights, "--sft-weights")
     parse_guide(args.grpo_guide)
     parse_guide(args.sft_line_twins, "--sft-line-twins")
-    if args.sft_line_twins and not args.anchor_body:
-        raise InputError("--sft-line-twins twins answers anchored through a loop's body: "
-                         "give --anchor-body too")
     if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
     if is_child(args):
         return seeds  # a child of the run: the driver checked the rest
+    if args.sft_line_twins and not args.anchor_body:
+        raise InputError("--sft-line-twins twins answers anchored through a loop's body: "
+                         "give --anchor-body too")
     if args.rewrite_pairs < 0:
         raise InputError("--rewrite-pairs is 0 or more")
     if args.mix_copies < 0:
