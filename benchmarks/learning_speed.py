@@ -7,7 +7,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--rewrite-form printed|edit|edit-if] [--mix-copies N] [--mix-naive N]
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
         [--hand-back-at-loop] [--anchor-body [loop|leaf]] [--grpo-weights TASK=K,...]
-        [--sft-weights TASK=K,...] [--grpo-guide TASK,...]
+        [--sft-weights TASK=K,...] [--grpo-guide TASK,...] [--sft-line-twins TASK,...]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 

@@ -170,6 +170,43 @@ def test_sft_weights_repeat_a_tasks_records_in_place_and_bind_the_run(tmp_path):
     assert "sft_weights.json" in ls.KEPT
 
 
+def test_sft_line_twins_anchor_the_same_kernel_on_the_loop_line_and_bind_the_run(tmp_path):
+    from perfgym.edits import apply_edits
+    from perfgym.train.grpo import prompt_kernel
+    naive = {t: prompt_kernel(get_task(t), ls.eval_config()) for t in ("dot", "prefix_sum")}
+    reduced = naive["dot"].replace("    for (int i", "    #pragma omp parallel for "
+                                   "reduction(+:sum) if(N > 16)\n    for (int i", 1)
+    body = {"dot": ls.edit_answer("dot", reduced, body="leaf")[0],
+            "prefix_sum": ls.edit_answer("prefix_sum", naive["prefix_sum"], hand_back=True,
+                                         at_loop=True, body="leaf")[0]}
+    assert "sum += x[i] * y[i];" in body["dot"].split("=======")[0]  # anchored through the body
+    lines = [json.dumps({"task": t, "answer_form": "edits", "source": "x",
+                         "completion": [{"role": "assistant", "content": c}]})
+             for t, c in (("dot", body["dot"]), ("prefix_sum", body["prefix_sum"]),
+                          ("dgemm", "<<<<<<< SEARCH\nany\n=======\nany\n>>>>>>> REPLACE"))]
+    twinned = [json.loads(x) for x in ls.twinned_records(lines, ["dot", "prefix_sum"])]
+    assert [(r["task"], r.get("anchor")) for r in twinned] == [
+        ("dot", None), ("dot", "line"), ("prefix_sum", None), ("prefix_sum", "line"),
+        ("dgemm", None)]
+    for r in twinned:
+        if r.get("anchor") == "line":
+            twin = r["completion"][0]["content"]
+            search = twin.split("=======")[0]
+            # the loop line alone in SEARCH, and the same kernel as the record it twins
+            assert search.count("\n") == 2 and "for (int i = 0; i < N; i++)" in search
+            want = reduced if r["task"] == "dot" else naive["prefix_sum"]
+            assert apply_edits(naive[r["task"]], twin).splitlines() == want.splitlines()
+    # only the tasks named; an answer already on the loop line has no twin
+    assert ls.twinned_records(lines, ["dot"])[2:] == lines[1:]
+    assert ls.twinned_records([json.dumps(twinned[1])], ["dot"]) == [json.dumps(twinned[1])]
+    ls.same_weights(tmp_path, ["dot"], "--sft-line-twins")
+    with pytest.raises(ls.InputError, match="began with --sft-line-twins dot"):
+        ls.same_weights(tmp_path, [], "--sft-line-twins")
+    assert "sft_line_twins.json" in ls.KEPT
+    with pytest.raises(ls.InputError, match="--sft-line-twins takes training tasks"):
+        ls.parse_guide("stencil3d", "--sft-line-twins")
+
+
 # --- records ----------------------------------------------------------------------------------
 
 def test_per_sample_records_fold_every_train_size_and_keep_the_kernel():
@@ -698,6 +735,8 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--grpo-weights", "dot"], "--grpo-weights takes TRAIN_TASK=K pairs"),
     (["--sft-weights", "dot=x"], "--sft-weights takes TRAIN_TASK=K pairs"),
     (["--grpo-guide", "jacobi2d"], "--grpo-guide takes training tasks"),
+    (["--sft-line-twins", "jacobi2d"], "--sft-line-twins takes training tasks"),
+    (["--sft-line-twins", "dot", "--answer-form", "edits"], "give --anchor-body too"),
     (["--grpo-guide", "dot"], "give --answer-form edits"),
     (["--sft-weights", "stencil3d=2"], "got 'stencil3d=2'"),  # held out: never trained on
     (["--pairs", "TMP/held.jsonl"], "holds no pair of a training task"),
@@ -820,6 +859,24 @@ def test_the_sft_child_gets_the_weights_and_trains_on_the_repeated_records(tmp_p
     (tmp_path / "sft_seed1").mkdir()
     ls.run_sft(tmp_path, 1, ls.parse_weights("dot=2", "--sft-weights"))
     assert trained == {"tasks": ["dgemm", "dot", "dot", "sgemm"], "steps": ls.sft_steps(3)}
+    # twins come before the weights repeat them, and add no step either
+    args = ls.parse_args(["--out", str(tmp_path), "--seeds", "1", "--sft-line-twins", "dot",
+                          "--answer-form", "edits", "--anchor-body", "leaf"])
+    (tmp_path / "sft_seed1" / "done").unlink(missing_ok=True)
+    argvs.clear()
+    ls.stages(args, tmp_path, [1], {}, {})
+    sft_argv = next(a for a in argvs if "--sft" in a)
+    assert sft_argv[sft_argv.index("--sft-line-twins") + 1] == "dot"
+    monkeypatch.setattr(ls, "line_twin", lambda r: {**r, "twin": True}
+                        if r["task"] == "dot" else None)
+    monkeypatch.setattr(sft, "train", lambda settings: trained.update(
+        tasks=[(r["task"], r.get("twin", False)) for r in
+               map(json.loads, Path(settings.pairs).read_text().splitlines())],
+        steps=settings.max_steps))
+    ls.run_sft(tmp_path, 1, {"dot": 2}, ["dot"])
+    assert trained == {"tasks": [("dgemm", False), ("dot", False), ("dot", False),
+                                 ("dot", True), ("dot", True), ("sgemm", False)],
+                       "steps": ls.sft_steps(3)}
 
 
 def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
