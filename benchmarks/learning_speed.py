@@ -8,6 +8,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
         [--hand-back-at-loop] [--anchor-body [loop|leaf]] [--grpo-weights TASK=K,...]
         [--sft-weights TASK=K,...] [--grpo-guide TASK,...] [--sft-line-twins TASK,...]
+        [--sft-passes K]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -274,14 +275,14 @@ def write_json(path: Path, data) -> None:
 # --- the plan ---------------------------------------------------------------------------------
 
 def plan_budget(seeds: int, steps: int = GRPO_STEPS, cost: dict = COST,
-                budget: float = BUDGET_SECONDS) -> dict:
+                budget: float = BUDGET_SECONDS, sft_passes: int = 2) -> dict:
     """The answers per (task, seed) cell that fit the budget, after the stages whose size is
     fixed (the module docstring's arithmetic). per_cell 0: the fixed stages alone do not fit."""
     n = SIZES_PER_SPLIT
     fixed = {"pilot": len(TRAIN_TASKS) * PILOT_PER_TASK * n * cost["pilot_s"],
              "data": len(TRAIN_TASKS) * (MAX_PAIRS_PER_TASK + MIX_PER_TASK) * n * cost["data_s"],
              "baselines": (len(TASKS) + len(TRAIN_TASKS)) * n * cost["baseline_s"],
-             "sft": seeds * SFT_SEQUENCES * cost["sft_s"],
+             "sft": seeds * SFT_SEQUENCES * sft_passes / 2 * cost["sft_s"],
              "grpo": seeds * steps * cost["grpo_step_s"],
              "eval_teacher": n * (len(TASKS) * TEACHER_PER_TASK
                                   + len(TRAIN_TASKS) * HELDOUT_SIZES_PER_CELL) * cost["teacher_s"],
@@ -324,9 +325,10 @@ def samples_needed(p0: float, p1: float = GOAL_SHARE) -> int | None:
                       + z_b * math.sqrt(p0 * (1 - p0) + p1 * (1 - p1))) ** 2 / (p1 - p0) ** 2)
 
 
-def sft_steps(records: int, batch_size: int = SFT["batch_size"]) -> int:
-    """SFT_SEQUENCES a seed, or two passes over fewer records."""
-    return max(1, math.ceil(min(SFT_SEQUENCES, 2 * records) / batch_size))
+def sft_steps(records: int, batch_size: int = SFT["batch_size"], passes: int = 2) -> int:
+    """SFT_SEQUENCES a seed, or two passes over fewer records; --sft-passes K: K passes, and
+    the cap K/2 times SFT_SEQUENCES."""
+    return max(1, math.ceil(min(SFT_SEQUENCES * passes / 2, passes * records) / batch_size))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -585,6 +587,19 @@ def same_weights(out: Path, weights: dict[str, int] | list[str],
         raise InputError(f"{out} began with {flag} {named}: give that, or a new "
                          "--out and --keep")
     write_json(path, weights)
+
+
+def same_passes(out: Path, passes: int) -> None:
+    """Record the run's --sft-passes (sft_passes.json); an InputError when it began with
+    another: its seeds' SFT would differ in more than their seed."""
+    path = out / "sft_passes.json"
+    trained = any(out.glob("sft_seed*/done")) or any(out.glob("eval/control_seed*.json"))
+    began = (json.loads(path.read_text())["passes"] if path.is_file()
+             else 2 if trained else passes)  # a run from before the option: 2
+    if began != passes:
+        raise InputError(f"{out} began with --sft-passes {began}: give that, or a new --out "
+                         "and --keep")
+    write_json(path, {"passes": passes})
 
 
 def opened_answer(task_name: str, code: str) -> str | None:
@@ -1087,7 +1102,7 @@ def twinned_records(lines: list[str], tasks: list[str]) -> list[str]:
 
 
 def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None,
-            twins: list[str] = ()) -> None:
+            twins: list[str] = (), passes: int = 2) -> None:
     """Seed s's SFT. --sft-line-twins adds records (`twinned_records`), --sft-weights repeats
     them (`weighted_records`); both leave the count of steps as the records of sft_data.jsonl
     make it: the levers change what a step sees, not how many."""
@@ -1101,7 +1116,7 @@ def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None,
                                                   weights or {})))
     train(SFTSettings(model_path=None, pairs=str(pairs),
                       output_dir=str(out / f"sft_seed{seed}"), seed=seed,
-                      max_steps=sft_steps(len(lines)), **SFT))
+                      max_steps=sft_steps(len(lines), passes=passes), **SFT))
     (out / f"sft_seed{seed}" / "done").write_text("ok\n")
 
 
@@ -1578,6 +1593,8 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                                     if (out / "grpo_guide.json").is_file() else []),
                      "sft_line_twins": (json.loads((out / "sft_line_twins.json").read_text())
                                         if (out / "sft_line_twins.json").is_file() else []),
+                     "sft_passes": (json.loads((out / "sft_passes.json").read_text())["passes"]
+                                    if (out / "sft_passes.json").is_file() else 2),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
@@ -1730,6 +1747,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="with --anchor-body, SFT's data holds each record of TASK whose "
                          "blocks are anchored through a loop's body twice: also anchored on "
                          "the loop line alone, as a nest's pragma is")
+    ap.add_argument("--sft-passes", type=int, default=2, metavar="K",
+                    help="SFT's steps make K passes over the SFT data's records (before "
+                         "--sft-weights and --sft-line-twins; default 2, up to 96 sequences "
+                         "a seed, the cap K/2 times that)")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--steps", type=int, default=GRPO_STEPS, help="GRPO steps per seed")
     ap.add_argument("--json", default=None)
@@ -1788,7 +1809,9 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     parse_weights(args.sft_weights, "--sft-weights")
     parse_guide(args.grpo_guide)
     parse_guide(args.sft_line_twins, "--sft-line-twins")
-    if plan_budget(len(seeds), args.steps)["per_cell"] < 1:
+    if args.sft_passes < 1:
+        raise InputError(f"--sft-passes is at least 1, got {args.sft_passes}")
+    if plan_budget(len(seeds), args.steps, sft_passes=args.sft_passes)["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
     if is_child(args):
@@ -1873,7 +1896,7 @@ def this_machine() -> dict:
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
         "machines.json", "confirm.json", "grpo_weights.json", "sft_weights.json",
-        "grpo_guide.json", "sft_line_twins.json")
+        "grpo_guide.json", "sft_line_twins.json", "sft_passes.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1933,6 +1956,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
             *(["--sft-weights", args.sft_weights] if args.sft_weights else []),
             *(["--grpo-guide", args.grpo_guide] if args.grpo_guide else []),
             *(["--sft-line-twins", args.sft_line_twins] if args.sft_line_twins else []),
+            *(["--sft-passes", str(args.sft_passes)] if args.sft_passes != 2 else []),
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
@@ -2018,7 +2042,7 @@ def main(argv: list[str] | None = None) -> None:
         return run_pilot(out, seeds, args.steps, templates, args.answer_form)
     if args.sft is not None:
         return run_sft(out, args.sft, parse_weights(args.sft_weights, "--sft-weights"),
-                       parse_guide(args.sft_line_twins, "--sft-line-twins"))
+                       parse_guide(args.sft_line_twins, "--sft-line-twins"), args.sft_passes)
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps, templates,
                         json.loads((out / "pilot.json").read_text()).get("answer_form", "code"),
@@ -2041,6 +2065,7 @@ def main(argv: list[str] | None = None) -> None:
             same_weights(out, parse_guide(args.grpo_guide), "--grpo-guide")
             same_weights(out, parse_guide(args.sft_line_twins, "--sft-line-twins"),
                          "--sft-line-twins")
+            same_passes(out, args.sft_passes)
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

@@ -203,6 +203,21 @@ def test_sft_line_twins_anchor_the_same_kernel_on_the_loop_line_and_bind_the_run
     with pytest.raises(ls.InputError, match="began with --sft-line-twins dot"):
         ls.same_weights(tmp_path, [], "--sft-line-twins")
     assert "sft_line_twins.json" in ls.KEPT
+
+
+def test_sft_passes_scale_the_steps_and_bind_the_run(tmp_path):
+    assert ls.sft_steps(38, passes=4) == 51 and ls.sft_steps(38) == 26  # 4 passes, 2
+    assert ls.sft_steps(500, passes=4) == 2 * ls.sft_steps(500)  # the cap scales too
+    assert ls.plan_budget(3, 8, sft_passes=4)["per_cell"] <= ls.plan_budget(3, 8)["per_cell"]
+    ls.same_passes(tmp_path, 4)
+    with pytest.raises(ls.InputError, match="began with --sft-passes 4"):
+        ls.same_passes(tmp_path, 2)
+    old = tmp_path / "old"  # a run from before the option trained with 2 passes
+    (old / "sft_seed1").mkdir(parents=True)
+    (old / "sft_seed1" / "done").write_text("ok\n")
+    with pytest.raises(ls.InputError, match="began with --sft-passes 2"):
+        ls.same_passes(old, 4)
+    assert "sft_passes.json" in ls.KEPT
     with pytest.raises(ls.InputError, match="--sft-line-twins takes training tasks"):
         ls.parse_guide("stencil3d", "--sft-line-twins")
 
@@ -736,6 +751,7 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--sft-weights", "dot=x"], "--sft-weights takes TRAIN_TASK=K pairs"),
     (["--grpo-guide", "jacobi2d"], "--grpo-guide takes training tasks"),
     (["--sft-line-twins", "jacobi2d"], "--sft-line-twins takes training tasks"),
+    (["--sft-passes", "0"], "--sft-passes is at least 1"),
     (["--sft-line-twins", "dot", "--answer-form", "edits"], "give --anchor-body too"),
     (["--grpo-guide", "dot"], "give --answer-form edits"),
     (["--sft-weights", "stencil3d=2"], "got 'stencil3d=2'"),  # held out: never trained on
@@ -877,6 +893,14 @@ def test_the_sft_child_gets_the_weights_and_trains_on_the_repeated_records(tmp_p
     assert trained == {"tasks": [("dgemm", False), ("dot", False), ("dot", False),
                                  ("dot", True), ("dot", True), ("sgemm", False)],
                        "steps": ls.sft_steps(3)}
+    ls.run_sft(tmp_path, 1, passes=4)
+    assert trained["steps"] == ls.sft_steps(3, passes=4) == 4
+    argvs.clear()
+    (tmp_path / "sft_seed1" / "done").unlink()
+    ls.stages(ls.parse_args(["--out", str(tmp_path), "--seeds", "1", "--sft-passes", "4"]),
+              tmp_path, [1], {}, {})
+    sft_argv = next(a for a in argvs if "--sft" in a)
+    assert sft_argv[sft_argv.index("--sft-passes") + 1] == "4"
 
 
 def test_a_new_machine_goes_on_from_the_kept_files(tmp_path, monkeypatch):
