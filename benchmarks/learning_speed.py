@@ -8,7 +8,7 @@ speed add to it? An experiment designed before it runs (issue 52).
         [--rename-accumulators] [--plain-casts] [--prompts DIR] [--answer-form code|edits]
         [--hand-back-at-loop] [--anchor-body [loop|leaf]] [--grpo-weights TASK=K,...]
         [--sft-weights TASK=K,...] [--grpo-guide TASK,...] [--sft-line-twins TASK,...]
-        [--sft-passes K]
+        [--sft-passes K] [--grpo-beta B]
         [--keep benchmarks/results/learning_speed_run]
         [--json benchmarks/results/learning_speed.json] [--report-only | --confirm-only]
 
@@ -589,17 +589,26 @@ def same_weights(out: Path, weights: dict[str, int] | list[str],
     write_json(path, weights)
 
 
-def same_passes(out: Path, passes: int) -> None:
-    """Record the run's --sft-passes (sft_passes.json); an InputError when it began with
-    another: its seeds' SFT would differ in more than their seed."""
-    path = out / "sft_passes.json"
-    trained = any(out.glob("sft_seed*/done")) or any(out.glob("eval/control_seed*.json"))
-    began = (json.loads(path.read_text())["passes"] if path.is_file()
-             else 2 if trained else passes)  # a run from before the option: 2
-    if began != passes:
-        raise InputError(f"{out} began with --sft-passes {began}: give that, or a new --out "
+def same_setting(out: Path, flag: str, value, default, trained: str) -> None:
+    """Record the run's value of `flag` (--sft-passes: sft_passes.json, --grpo-beta:
+    grpo_beta.json); an InputError when it began with another: its seeds would differ in
+    more than their seed. A run that has `trained` files (a glob) and no record began before
+    the option, with its `default`."""
+    path = out / f"{flag.removeprefix('--').replace('-', '_')}.json"
+    began = (json.loads(path.read_text())["value"] if path.is_file()
+             else default if any(out.glob(trained)) else value)
+    if began != value:
+        raise InputError(f"{out} began with {flag} {began}: give that, or a new --out "
                          "and --keep")
-    write_json(path, {"passes": passes})
+    write_json(path, {"value": value})
+
+
+def same_passes(out: Path, passes: int) -> None:
+    same_setting(out, "--sft-passes", passes, 2, "sft_seed*/done")
+
+
+def same_beta(out: Path, beta: float) -> None:
+    same_setting(out, "--grpo-beta", beta, 0.0, "seed*/done")
 
 
 def opened_answer(task_name: str, code: str) -> str | None:
@@ -1122,13 +1131,14 @@ def run_sft(out: Path, seed: int, weights: dict[str, int] | None = None,
 
 def run_grpo(out: Path, seed: int, steps: int, templates: Path | None = None,
              form: str = "code", weights: dict[str, int] | None = None,
-             guide: list[str] = ()) -> None:
+             guide: list[str] = (), beta: float = 0.0) -> None:
     from perfgym.train import grpo, recipes
     cycle = grpo_cycle(weights or {})
     values = dict(GRPO, task=",".join(cycle), fixed_prompts=len(cycle), steps=steps,
                   guides=guide_answers(out / "sft_data.jsonl", list(guide)) if guide else {},
                   model_path=str(out / f"sft_seed{seed}" / "merged"),
                   seed=seed, output_dir=str(out / f"seed{seed}"),
+                  beta=beta,  # --grpo-beta: TRL's KL to the adapter-less model, the SFT weights
                   templates=str(templates) if templates else None,
                   **({"answer_start": False, "answer_form": "edits"} if form == "edits"
                      else {}))
@@ -1593,8 +1603,10 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                                     if (out / "grpo_guide.json").is_file() else []),
                      "sft_line_twins": (json.loads((out / "sft_line_twins.json").read_text())
                                         if (out / "sft_line_twins.json").is_file() else []),
-                     "sft_passes": (json.loads((out / "sft_passes.json").read_text())["passes"]
+                     "sft_passes": (json.loads((out / "sft_passes.json").read_text())["value"]
                                     if (out / "sft_passes.json").is_file() else 2),
+                     "grpo_beta": (json.loads((out / "grpo_beta.json").read_text())["value"]
+                                   if (out / "grpo_beta.json").is_file() else 0.0),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
@@ -1747,6 +1759,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="with --anchor-body, SFT's data holds each record of TASK whose "
                          "blocks are anchored through a loop's body twice: also anchored on "
                          "the loop line alone, as a nest's pragma is")
+    ap.add_argument("--grpo-beta", type=float, default=0.0, metavar="B",
+                    help="GRPO's KL coefficient (default 0): the update pays B per unit of "
+                         "KL to the SFT weights (the model under GRPO's LoRA adapter)")
     ap.add_argument("--sft-passes", type=int, default=2, metavar="K",
                     help="SFT's steps make K passes over the SFT data's records (before "
                          "--sft-weights and --sft-line-twins; default 2, up to 96 sequences "
@@ -1809,6 +1824,8 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
     parse_weights(args.sft_weights, "--sft-weights")
     parse_guide(args.grpo_guide)
     parse_guide(args.sft_line_twins, "--sft-line-twins")
+    if not 0 <= args.grpo_beta < 10:
+        raise InputError(f"--grpo-beta is in [0, 10), got {args.grpo_beta}")
     if args.sft_passes < 1:
         raise InputError(f"--sft-passes is at least 1, got {args.sft_passes}")
     if plan_budget(len(seeds), args.steps, sft_passes=args.sft_passes)["per_cell"] < 1:
@@ -1896,7 +1913,8 @@ def this_machine() -> dict:
 # (tens to hundreds of MB a seed); a seed's chain that lost them is run again (`chain_lost`).
 KEPT = ("pilot.json", "data.json", "sft_data.jsonl", "baselines.json", "wall.json", "rss.json",
         "machines.json", "confirm.json", "grpo_weights.json", "sft_weights.json",
-        "grpo_guide.json", "sft_line_twins.json", "sft_passes.json")
+        "grpo_guide.json", "sft_line_twins.json", "sft_passes.json",
+        "grpo_beta.json")
 
 
 def kept_files(out: Path) -> list[Path]:
@@ -1957,6 +1975,7 @@ def stages(args: argparse.Namespace, out: Path, seeds: list[int], wall: dict, rs
             *(["--grpo-guide", args.grpo_guide] if args.grpo_guide else []),
             *(["--sft-line-twins", args.sft_line_twins] if args.sft_line_twins else []),
             *(["--sft-passes", str(args.sft_passes)] if args.sft_passes != 2 else []),
+            *(["--grpo-beta", repr(args.grpo_beta)] if args.grpo_beta else []),
             *(["--prompts", str(templates_of(args))] if args.prompts else []),
             *(["--answer-form", args.answer_form] if args.answer_form != "code" else [])]
 
@@ -2046,7 +2065,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.grpo is not None:
         return run_grpo(out, args.grpo, args.steps, templates,
                         json.loads((out / "pilot.json").read_text()).get("answer_form", "code"),
-                        parse_weights(args.grpo_weights), parse_guide(args.grpo_guide))
+                        parse_weights(args.grpo_weights), parse_guide(args.grpo_guide),
+                        args.grpo_beta)
     if args.baselines:
         return run_baselines(out, json.loads((out / "pilot.json").read_text()))
     if args.confirm:
@@ -2066,6 +2086,7 @@ def main(argv: list[str] | None = None) -> None:
             same_weights(out, parse_guide(args.sft_line_twins, "--sft-line-twins"),
                          "--sft-line-twins")
             same_passes(out, args.sft_passes)
+            same_beta(out, args.grpo_beta)
         except InputError as exc:
             fail(str(exc))
     wall = json.loads((out / "wall.json").read_text()) if (out / "wall.json").exists() else {}

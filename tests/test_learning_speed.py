@@ -147,12 +147,14 @@ def test_the_grpo_guide_is_each_tasks_fastest_sft_answer_and_reaches_grpo(tmp_pa
     import perfgym.train.recipes as recipes
     trained = {}
     monkeypatch.setattr(grpo, "train", lambda settings, resume: trained.update(
-        guides=settings.guides))
+        guides=settings.guides, beta=settings.beta))
     monkeypatch.setattr(recipes, "_settings", lambda cls, values, kind: types.SimpleNamespace(
         **values))
     (tmp_path / "seed1").mkdir()
     ls.run_grpo(tmp_path, 1, 2, form="edits", guide=["dot"])
-    assert trained["guides"] == {"dot": "reduction"}
+    assert trained == {"guides": {"dot": "reduction"}, "beta": 0.0}
+    ls.run_grpo(tmp_path, 1, 2, form="edits", beta=0.1)  # --grpo-beta reaches TRL's config
+    assert trained == {"guides": {}, "beta": 0.1}
 
 
 def test_sft_weights_repeat_a_tasks_records_in_place_and_bind_the_run(tmp_path):
@@ -218,6 +220,15 @@ def test_sft_passes_scale_the_steps_and_bind_the_run(tmp_path):
     with pytest.raises(ls.InputError, match="began with --sft-passes 2"):
         ls.same_passes(old, 4)
     assert "sft_passes.json" in ls.KEPT
+    ls.same_beta(tmp_path, 0.1)
+    assert json.loads((tmp_path / "grpo_beta.json").read_text()) == {"value": 0.1}
+    with pytest.raises(ls.InputError, match="began with --grpo-beta 0.1"):
+        ls.same_beta(tmp_path, 0.0)
+    (old / "seed1").mkdir()
+    (old / "seed1" / "done").write_text("ok\n")
+    with pytest.raises(ls.InputError, match="began with --grpo-beta 0.0"):
+        ls.same_beta(old, 0.1)
+    assert "grpo_beta.json" in ls.KEPT
     with pytest.raises(ls.InputError, match="--sft-line-twins takes training tasks"):
         ls.parse_guide("stencil3d", "--sft-line-twins")
 
@@ -752,6 +763,7 @@ def test_a_child_stage_reports_its_own_peak_rss():
     (["--grpo-guide", "jacobi2d"], "--grpo-guide takes training tasks"),
     (["--sft-line-twins", "jacobi2d"], "--sft-line-twins takes training tasks"),
     (["--sft-passes", "0"], "--sft-passes is at least 1"),
+    (["--grpo-beta", "-1"], "--grpo-beta is in [0, 10)"),
     (["--sft-line-twins", "dot", "--answer-form", "edits"], "give --anchor-body too"),
     (["--grpo-guide", "dot"], "give --answer-form edits"),
     (["--sft-weights", "stencil3d=2"], "got 'stencil3d=2'"),  # held out: never trained on
