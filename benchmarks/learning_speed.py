@@ -356,7 +356,7 @@ def parse_weights(text: str, flag: str = "--grpo-weights") -> dict[str, int]:
 
 
 def parse_guide(text: str, flag: str = "--grpo-guide") -> list[str]:
-    """--grpo-guide (or --sft-line-twins) TASK,...: training tasks, each named once."""
+    """--grpo-guide (or --sft-line-twins) TASK,...: training tasks."""
     tasks = [t.strip() for t in text.split(",") if t.strip()]
     if bad := [t for t in tasks if t not in TRAIN_TASKS]:
         raise InputError(f"{flag} takes training tasks among {', '.join(TRAIN_TASKS)}; "
@@ -601,6 +601,16 @@ def same_setting(out: Path, flag: str, value, default, trained: str) -> None:
         raise InputError(f"{out} began with {flag} {began}: give that, or a new --out "
                          "and --keep")
     write_json(path, {"value": value})
+
+
+def kept_setting(out: Path, name: str, default):
+    """A setting the run recorded (`same_weights`' lists, `same_setting`'s values), or its
+    default where it recorded none."""
+    path = out / f"{name}.json"
+    if not path.is_file():
+        return default
+    value = json.loads(path.read_text())
+    return value["value"] if isinstance(value, dict) and "value" in value else value
 
 
 def same_passes(out: Path, passes: int) -> None:
@@ -1601,12 +1611,9 @@ def summarize(out: Path, seeds: list[int], plan: dict, wall: dict, rss: dict,
                                           if (out / "sft_weights.json").is_file() else {}),
                      "grpo_guide": (json.loads((out / "grpo_guide.json").read_text())
                                     if (out / "grpo_guide.json").is_file() else []),
-                     "sft_line_twins": (json.loads((out / "sft_line_twins.json").read_text())
-                                        if (out / "sft_line_twins.json").is_file() else []),
-                     "sft_passes": (json.loads((out / "sft_passes.json").read_text())["value"]
-                                    if (out / "sft_passes.json").is_file() else 2),
-                     "grpo_beta": (json.loads((out / "grpo_beta.json").read_text())["value"]
-                                   if (out / "grpo_beta.json").is_file() else 0.0),
+                     "sft_line_twins": kept_setting(out, "sft_line_twins", []),
+                     "sft_passes": kept_setting(out, "sft_passes", 2),
+                     "grpo_beta": kept_setting(out, "grpo_beta", 0.0),
                      "eval_sampling": learning.EVAL_SAMPLING,
                      "measure_overrides": MEASURE_OVERRIDES,
                      "measure_timeouts": plan.get("measure_timeouts"),
