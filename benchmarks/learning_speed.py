@@ -275,14 +275,19 @@ def write_json(path: Path, data) -> None:
 # --- the plan ---------------------------------------------------------------------------------
 
 def plan_budget(seeds: int, steps: int = GRPO_STEPS, cost: dict = COST,
-                budget: float = BUDGET_SECONDS, sft_passes: int = 2) -> dict:
+                budget: float = BUDGET_SECONDS, sft_passes: int = 2,
+                sft_records: int | None = None) -> dict:
     """The answers per (task, seed) cell that fit the budget, after the stages whose size is
-    fixed (the module docstring's arithmetic). per_cell 0: the fixed stages alone do not fit."""
+    fixed (the module docstring's arithmetic). per_cell 0: the fixed stages alone do not fit.
+    sft_records: the data stage's record count, where it has run (the SFT then trains on
+    `sft_steps` of them, not on the cap of SFT_SEQUENCES)."""
     n = SIZES_PER_SPLIT
+    sft_sequences = (SFT_SEQUENCES * sft_passes / 2 if sft_records is None
+                     else sft_steps(sft_records, passes=sft_passes) * SFT["batch_size"])
     fixed = {"pilot": len(TRAIN_TASKS) * PILOT_PER_TASK * n * cost["pilot_s"],
              "data": len(TRAIN_TASKS) * (MAX_PAIRS_PER_TASK + MIX_PER_TASK) * n * cost["data_s"],
              "baselines": (len(TASKS) + len(TRAIN_TASKS)) * n * cost["baseline_s"],
-             "sft": seeds * SFT_SEQUENCES * sft_passes / 2 * cost["sft_s"],
+             "sft": seeds * sft_sequences * cost["sft_s"],
              "grpo": seeds * steps * cost["grpo_step_s"],
              "eval_teacher": n * (len(TASKS) * TEACHER_PER_TASK
                                   + len(TRAIN_TASKS) * HELDOUT_SIZES_PER_CELL) * cost["teacher_s"],
@@ -1821,6 +1826,14 @@ def check_same_run(out: Path, keep_dir: Path | None) -> None:
                          f"pass this run's --keep, or --keep '' for none")
 
 
+def data_records(out: Path, keep_dir: Path | None = None) -> int | None:
+    """The SFT records of a run whose data stage has run (here or in its kept files)."""
+    for where in (out, keep_dir):
+        if where is not None and (where / "sft_data.jsonl").is_file():
+            return len((where / "sft_data.jsonl").read_text().splitlines())
+    return None
+
+
 def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = None) -> list[int]:
     """The seeds; an InputError names the first bad input."""
     from perfgym.store import RunStore
@@ -1835,7 +1848,8 @@ def check_inputs(args: argparse.Namespace, out: Path, keep_dir: Path | None = No
         raise InputError(f"--grpo-beta is in [0, 10), got {args.grpo_beta}")
     if args.sft_passes < 1:
         raise InputError(f"--sft-passes is at least 1, got {args.sft_passes}")
-    if plan_budget(len(seeds), args.steps, sft_passes=args.sft_passes)["per_cell"] < 1:
+    if plan_budget(len(seeds), args.steps, sft_passes=args.sft_passes,
+                   sft_records=data_records(out, keep_dir))["per_cell"] < 1:
         raise InputError(f"{len(seeds)} seeds of {args.steps} GRPO steps do not fit in "
                          f"{BUDGET_SECONDS / 3600:.0f} hours: give fewer")
     if is_child(args):

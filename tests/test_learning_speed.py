@@ -233,6 +233,27 @@ def test_sft_passes_scale_the_steps_and_bind_the_run(tmp_path):
         ls.parse_guide("stencil3d", "--sft-line-twins")
 
 
+def test_the_budget_check_counts_the_records_the_data_stage_made(tmp_path):
+    """Before the data stage the check assumes SFT_SEQUENCES a seed; after it, the steps its
+    records make: 3 passes over 38 records fit 3 seeds where 3 passes of the cap do not."""
+    assert ls.data_records(tmp_path) is None
+    assert ls.plan_budget(3, 8, sft_passes=3)["per_cell"] == 0
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "sft_data.jsonl").write_text("{}\n" * 38)
+    assert ls.data_records(tmp_path, kept) == 38  # a new machine: the kept copy counts
+    fits = ls.plan_budget(3, 8, sft_passes=3, sft_records=38)
+    assert fits["per_cell"] >= 1
+    assert fits["estimated_seconds"]["sft"] == round(3 * 38 * 3 * ls.COST["sft_s"])
+    # more records than the cap: the cap's steps, as before
+    assert (ls.plan_budget(3, 8, sft_records=500)["estimated_seconds"]
+            == ls.plan_budget(3, 8)["estimated_seconds"])
+    (tmp_path / "sft_data.jsonl").write_text("{}\n" * 2000)  # passes 4 over many: too long
+    with pytest.raises(SystemExit):
+        ls.main(["--out", str(tmp_path), "--seeds", "1,2,3", "--steps", "8",
+                 "--sft-passes", "4", "--report-only"])
+
+
 # --- records ----------------------------------------------------------------------------------
 
 def test_per_sample_records_fold_every_train_size_and_keep_the_kernel():
