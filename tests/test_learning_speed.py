@@ -233,7 +233,7 @@ def test_sft_passes_scale_the_steps_and_bind_the_run(tmp_path):
         ls.parse_guide("stencil3d", "--sft-line-twins")
 
 
-def test_the_budget_check_counts_the_records_the_data_stage_made(tmp_path):
+def test_the_budget_check_counts_the_records_the_data_stage_made(tmp_path, capsys):
     """Before the data stage the check assumes SFT_SEQUENCES a seed; after it, the steps its
     records make: 3 passes over 38 records fit 3 seeds where 3 passes of the cap do not."""
     assert ls.data_records(tmp_path) is None
@@ -249,9 +249,10 @@ def test_the_budget_check_counts_the_records_the_data_stage_made(tmp_path):
     assert (ls.plan_budget(3, 8, sft_records=500)["estimated_seconds"]
             == ls.plan_budget(3, 8)["estimated_seconds"])
     (tmp_path / "sft_data.jsonl").write_text("{}\n" * 2000)  # passes 4 over many: too long
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stopped:
         ls.main(["--out", str(tmp_path), "--seeds", "1,2,3", "--steps", "8",
                  "--sft-passes", "4", "--report-only"])
+    assert stopped.value.code == 2 and "do not fit in 4 hours" in capsys.readouterr().err
 
 
 # --- records ----------------------------------------------------------------------------------
